@@ -1,0 +1,78 @@
+"""Datasets of the book, all available offline.
+
+* :func:`sum_of_sines`: the synthetic series of the multi-view RKM forecasting
+  chapter (generated, nothing stored).
+* :func:`load_santafe`: the Santa Fe laser series (Weigend and Gershenfeld,
+  1994), read from the copy that ships inside the PyPI package ``reservoirpy``
+  (MIT licence); nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._validation import check_positive
+
+__all__ = ["sum_of_sines", "load_santafe"]
+
+
+def sum_of_sines(n_samples: int = 500, *, dt: float = 0.01,
+                 frequencies: Sequence[float] = (1.0, 20.0),
+                 amplitudes: Sequence[float] = (1.0, 0.2)) -> NDArray[np.float64]:
+    r"""The series :math:`x_l = \sum_j \alpha_j \sin(2\pi f_j t_l)`, :math:`t_l = l\,\mathrm{dt}`.
+
+    The defaults give the series of :cite:`achten2023duality`, section 5:
+    :math:`x_l = \sin(2\pi t_l) + 0.2 \sin(40\pi t_l)` on
+    :math:`t_l = 0, 0.01, \dots, 4.99` (500 samples; periods of 100 and 5 samples).
+
+    Parameters
+    ----------
+    n_samples : int, default=500
+        Length of the series.
+    dt : float, default=0.01
+        Sampling step :math:`t_{l+1} - t_l`.
+    frequencies, amplitudes : sequences of float of the same length
+        :math:`f_j` (cycles per unit of :math:`t`) and :math:`\alpha_j`.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+    """
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+    dt = check_positive(dt, "dt")
+    f = np.asarray(frequencies, dtype=float).ravel()
+    a = np.asarray(amplitudes, dtype=float).ravel()
+    if f.shape != a.shape or f.size == 0:
+        raise ValueError(f"frequencies and amplitudes must have the same non-zero length, "
+                         f"got {f.size} and {a.size}")
+    if not (np.all(np.isfinite(f)) and np.all(np.isfinite(a))):
+        raise ValueError("frequencies and amplitudes must be finite")
+    t = dt * np.arange(n_samples)
+    return np.sin(2 * np.pi * np.outer(t, f)) @ a
+
+
+def load_santafe() -> NDArray[np.float64]:
+    """The Santa Fe laser series (data set A of the Santa Fe competition), 10093 samples.
+
+    The competition split is the first 1000 samples for training and the next
+    100 for testing. The values are the raw integer intensities (0 to 255) as
+    float64.
+
+    Returns
+    -------
+    ndarray of shape (10093,)
+
+    Notes
+    -----
+    Read from ``reservoirpy.datasets.santafe_laser`` (the file ships inside
+    the ``reservoirpy`` wheel, MIT licence); see Weigend and Gershenfeld (eds.),
+    *Time Series Prediction: Forecasting the Future and Understanding the
+    Past*, 1994.
+    """
+    from reservoirpy.datasets import santafe_laser  # local: a heavy import used by one chapter
+
+    return np.asarray(santafe_laser(), dtype=np.float64).ravel()
