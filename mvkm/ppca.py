@@ -1,0 +1,758 @@
+r"""Probabilistic (kernel) PCA in a Hilbert space, primal and dual (De Plaen and Suykens, 2023).
+
+The model (Tipping and Bishop, 1999, lifted to a feature space) is the factor
+analysis :math:`\phi = W h + \mu + \zeta` (eq. 1) with a latent
+:math:`h \sim \mathcal N(0, I_q)` and an isotropic noise
+:math:`\zeta \sim \mathcal N(0, \sigma^2 I_{\mathcal H_E})` in the finite feature
+space :math:`\mathcal H_E = \operatorname{span}\{\phi(x_i) - \bar\phi\}`.
+Its marginal is :math:`\phi \sim \mathcal N(\mu, W W^\top + \sigma^2 I)` (eq. 3).
+
+Conventions (shared by the chapters of Part II of the book)
+---------------------------------------------------------------
+* :math:`N` samples, feature matrix :math:`\Phi` (``N x d``) with rows
+  :math:`\phi(x_i)^\top`, centred :math:`\Phi_c`, centred Gram matrix
+  :math:`K_c = \Phi_c \Phi_c^\top = E \Lambda E^\top`.
+* :math:`\lambda_1 \ge \lambda_2 \ge \dots` are the eigenvalues of :math:`K_c`
+  (equivalently of :math:`\Phi_c^\top \Phi_c`, Lemma 1), *unnormalised* as in
+  the source: the covariance :math:`\Phi_c^\top \Phi_c / N` has eigenvalues
+  :math:`\lambda_p / N`. :math:`v_p = \lambda_p^{-1/2} \Phi_c^\top e_p`.
+* :math:`r` is the numerical rank of :math:`K_c`, the dimension of
+  :math:`\mathcal H_E` (at most :math:`N - 1` because of the centring, and at
+  most :math:`d` for ``d``-dimensional features).
+* Maximum likelihood (Props. 3 and 6, eqs. 4-6 and 13), rotation :math:`R = I`:
+
+  .. math::
+      \mu = \bar\phi, \quad
+      W = V_q (\Lambda_q / N - \sigma^2 I)^{1/2}, \quad
+      A = E_q (I / N - \sigma^2 \Lambda_q^{-1})^{1/2}, \quad W = \Phi_c^\top A,
+
+      \sigma^2_{\mathrm{ML}} = \frac{1}{N (r - q)} \sum_{p = q + 1}^{r} \lambda_p .
+
+  The source's eq. (6) divides by :math:`N (N - q)`: it counts :math:`N`
+  dimensions for :math:`\mathcal H_E`, although a centred :math:`K_c` has rank
+  at most :math:`N - 1`. We use the dimension :math:`r` of the space the noise
+  lives in (for :math:`d < N` features this is the Tipping-Bishop estimator,
+  whose denominator is :math:`N (d - q)`); the source's value is kept in
+  ``sigma2_source_``. Both formulas agree that :math:`\sigma^2 < \lambda_q / N`
+  (Prop. 3).
+
+Dual kernel sampling
+--------------------
+For :math:`\phi \sim \mathcal N(\mu, W W^\top + \sigma^2 I_{\mathcal H_E})`, the
+centred kernel vector :math:`k_c = \Phi_c (\phi - \mu)` has covariance
+
+.. math::
+    \Phi_c (W W^\top + \sigma^2 P_{\mathcal H_E}) \Phi_c^\top
+    = K_c A A^\top K_c + \sigma^2 K_c
+    = E \operatorname{diag}\Big(\underbrace{\lambda_p^2 / N}_{p \le q},\;
+      \underbrace{\sigma^2 \lambda_p}_{q < p \le r}\Big) E^\top = B^2,
+
+so :math:`k_c = B \xi`, :math:`\xi \sim \mathcal N(0, I_N)`, with
+:math:`B = E \operatorname{diag}(\lambda_p / \sqrt N,\ \sigma \sqrt{\lambda_p}) E^\top`;
+this is the :math:`B` of the source's section 4.4 and Table 4. The covariance
+the source writes in eq. (18) and Prop. 9, :math:`A A^\top + \sigma^2 K_c^{-1}
+= E \operatorname{diag}(1/N,\ \sigma^2/\lambda_p) E^\top`, is instead the
+covariance of the dual coefficients :math:`a = K_c^{+} k_c` (with
+:math:`\phi - \mu = \Phi_c^\top a`); Prop. 9's quadratic form (its eq. 57) is
+the inverse of :math:`B^2`, so its density is right once :math:`\Sigma_k` is read
+as :math:`B^2`.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from numbers import Integral, Real
+from typing import Any, Callable
+
+import numpy as np
+import scipy.linalg
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from ._validation import (
+    check_array,
+    check_n_components,
+    check_positive,
+    check_random_state,
+    check_symmetric,
+)
+from .features import Identity
+from .kernels import Linear, center_gram, center_test_gram
+from .linalg import flip_signs
+from .preimage import kernel_smoother, stable_kernel_smoother
+
+__all__ = ["KernelPPCA", "PSD_RTOL"]
+
+#: A centred kernel matrix whose most negative eigenvalue is below
+#: ``-PSD_RTOL * largest`` is rejected as not positive semi-definite.
+PSD_RTOL = 1e-8
+
+_FORMULATIONS = ("primal", "dual")
+_OUTPUTS = ("input", "feature", "kernel")
+_PREIMAGES = ("stable", "plain")
+
+Array = NDArray[np.float64]
+
+
+class KernelPPCA(TransformerMixin, BaseEstimator):
+    r"""Probabilistic PCA in feature space (primal) or kernel space (dual).
+
+    De Plaen and Suykens (2023) lift probabilistic PCA (Tipping and Bishop,
+    1999) to the finite feature space :math:`\mathcal H_E` spanned by the
+    centred training features and show that the maximum-likelihood solution
+    has a dual representation :math:`W = \Phi_c^\top A`, so that the model can
+    be trained, used for dimensionality reduction and *sampled* with a kernel
+    matrix alone. As :math:`\sigma^2 \to 0` it becomes (kernel) PCA.
+
+    Give ``n_components`` (then :math:`\sigma^2` follows from eq. 6) or
+    ``sigma2`` (then ``n_components`` follows), not both; see
+    :meth:`with_sigma2` to set both (the source's "no noise" limit).
+
+    Parameters
+    ----------
+    n_components : int, optional
+        Latent dimension :math:`q`, with ``1 <= q < r`` (``r`` the rank of the
+        centred kernel matrix). :math:`\sigma^2` is then the maximum-likelihood
+        value :math:`\sum_{p > q} \lambda_p / (N (r - q))` (eq. 6, with ``r`` in
+        place of the source's ``N``; see the module notes).
+    sigma2 : float, optional
+        Noise variance :math:`\sigma^2 > 0`, which must satisfy
+        :math:`\sigma^2 < \lambda_1 / N`. ``n_components`` is then the
+        *smallest* :math:`q \ge 1` whose maximum-likelihood noise level
+        :math:`\sigma^2_{\mathrm{ML}}(q)` is at most ``sigma2`` (capped at
+        ``r - 1``), so that fitting with ``sigma2=m.sigma2_`` gives back the
+        ``q`` of a model ``m`` fitted with ``n_components=q``. It always
+        satisfies :math:`\sigma^2 < \lambda_q / N` (Prop. 3). The model then
+        uses the given :math:`\sigma^2`, not :math:`\sigma^2_{\mathrm{ML}}(q)`.
+    kernel : callable, optional
+        A kernel ``k(X, Y) -> Gram`` such as :class:`mvkm.RBF` ``(sigma)``
+        (dual formulation). ``None`` means the linear kernel in the dual and
+        the identity feature map in the primal. In the primal only the
+        linear kernel is accepted (it is the identity map).
+    feature_map : transformer, optional
+        An explicit feature map with ``fit``/``transform``
+        (:class:`mvkm.Identity`, :class:`mvkm.RandomFourierFeatures`,
+        :class:`mvkm.Nystrom`). A fitted map is used as given; an unfitted one
+        is cloned and fitted on ``X``. Give at most one of ``kernel`` and
+        ``feature_map``.
+    formulation : {"dual", "primal"}, default="dual"
+        Solve with the ``N x N`` kernel matrix (Props. 5-9) or with the
+        ``N x d`` feature matrix (Props. 1-4; needs a finite feature map).
+
+    Attributes
+    ----------
+    n_components_ : int
+        The latent dimension :math:`q`.
+    sigma2_ : float
+        The noise variance :math:`\sigma^2` of the model.
+    sigma2_ml_ : float
+        The maximum-likelihood :math:`\sigma^2` for this :math:`q`,
+        :math:`\sum_{p>q}\lambda_p / (N (r - q))` (equal to ``sigma2_`` when
+        ``n_components`` was given).
+    sigma2_source_ : float
+        The source's eq. (6) for this :math:`q`,
+        :math:`\sum_{p>q}\lambda_p / (N (N - q)) = \sigma^2_{\mathrm{ML}} (r - q) / (N - q)`.
+    rank_ : int
+        :math:`r`, the numerical rank of :math:`K_c` (dimension of :math:`\mathcal H_E`).
+    eigenvalues_ : ndarray of shape (rank_,)
+        :math:`\lambda_1 \ge \dots \ge \lambda_r > 0`, the non-zero eigenvalues
+        of :math:`K_c` (and of :math:`\Phi_c^\top \Phi_c`), unnormalised.
+    eigenvectors_ : ndarray of shape (n_samples, rank_)
+        :math:`E_r`, the matching eigenvectors of :math:`K_c`; the sign of each
+        makes its largest-magnitude entry positive (:func:`mvkm.flip_signs`), in
+        both formulations, so primal and dual latents agree.
+    explained_variance_ratio_ : ndarray of shape (n_components_,)
+        :math:`\lambda_p / \sum_{l} \lambda_l`, :math:`p \le q`. Its sum is the
+        "explained variance" the source reports.
+    A_ : ndarray of shape (n_samples, n_components_)
+        Dual interconnection matrix :math:`A = E_q (I/N - \sigma^2\Lambda_q^{-1})^{1/2}`
+        (eq. 13 / Prop. 6), dual formulation only.
+    W_ : ndarray of shape (n_features_out, n_components_)
+        Primal interconnection matrix :math:`W = V_q (\Lambda_q/N - \sigma^2 I)^{1/2}`
+        (eq. 5 / Prop. 3), primal formulation only.
+    mean_ : ndarray of shape (n_features_out,)
+        :math:`\mu = \bar\phi` (eq. 4), primal formulation only.
+    components_ : ndarray of shape (rank_, n_features_out)
+        :math:`V_r^\top`, the principal directions in feature space, primal only.
+    B_ : ndarray of shape (n_samples, n_samples)
+        The symmetric square root of the covariance of :math:`k_c` (module
+        notes), used by :meth:`sample` in the dual.
+    X_fit_ : ndarray of shape (n_samples, n_features_in_)
+        The training inputs (needed for test kernels and pre-images).
+    K_fit_ : ndarray of shape (n_samples, n_samples)
+        The uncentred training Gram matrix (dual only).
+    feature_map_ : transformer or None
+        The fitted feature map (primal, or dual with ``feature_map``).
+    n_features_in_ : int
+
+    See Also
+    --------
+    sklearn.decomposition.PCA : the primal model with the identity map
+        (normalised by ``N - 1`` and ``d - q``: ``noise_variance_`` is
+        ``sigma2_ * N / (N - 1)`` when ``d < N``).
+    sklearn.decomposition.KernelPCA : the :math:`\sigma^2 \to 0` limit of the dual.
+
+    References
+    ----------
+    H. De Plaen and J. A. K. Suykens, "Probabilistic PCA in Hilbert spaces" (2023).
+    M. E. Tipping and C. M. Bishop, "Probabilistic principal component analysis",
+    JRSS B 61(3), 1999.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mvkm import RBF
+    >>> from mvkm.ppca import KernelPPCA
+    >>> X = np.random.default_rng(0).normal(size=(20, 2))
+    >>> model = KernelPPCA(n_components=3, kernel=RBF(2.0)).fit(X)
+    >>> model.transform(X).shape, model.sample(5, random_state=0).shape
+    ((20, 3), (5, 2))
+    """
+
+    def __init__(self, n_components: int | None = None, sigma2: float | None = None,
+                 kernel: Callable[..., Any] | None = None, feature_map: Any = None,
+                 formulation: str = "dual") -> None:
+        self.n_components = n_components
+        self.sigma2 = sigma2
+        self.kernel = kernel
+        self.feature_map = feature_map
+        self.formulation = formulation
+
+    # ------------------------------------------------------------------ fit
+    def _check_params(self) -> None:
+        if self.formulation not in _FORMULATIONS:
+            raise ValueError(f"formulation must be 'primal' or 'dual', got {self.formulation!r}")
+        if self.n_components is not None and self.sigma2 is not None:
+            raise ValueError(
+                "give n_components or sigma2, not both: each determines the other "
+                f"(eq. 6); got n_components={self.n_components!r} and sigma2={self.sigma2!r}. "
+                "To fix both, fit with n_components and call with_sigma2(sigma2)"
+            )
+        if self.n_components is None and self.sigma2 is None:
+            raise ValueError("give n_components (then sigma2 follows from eq. 6) or sigma2")
+        if self.sigma2 is not None:
+            check_positive(self.sigma2, "sigma2")
+        if self.n_components is not None:
+            if isinstance(self.n_components, bool) or not isinstance(self.n_components, Integral):
+                raise TypeError(f"n_components must be an integer, got {self.n_components!r}")
+            if self.n_components < 1:
+                raise ValueError(f"n_components must be >= 1, got {self.n_components}")
+        if self.kernel is not None and self.feature_map is not None:
+            raise ValueError("give at most one of kernel and feature_map, got both "
+                             f"(kernel={self.kernel!r}, feature_map={self.feature_map!r})")
+        if self.kernel is not None and not callable(self.kernel):
+            raise TypeError(f"kernel must be a callable k(X, Y) -> Gram matrix, got {self.kernel!r}")
+        if self.feature_map is not None and not (hasattr(self.feature_map, "fit")
+                                                 and hasattr(self.feature_map, "transform")):
+            raise TypeError(f"feature_map must have fit and transform, got {self.feature_map!r}")
+        if (self.formulation == "primal" and self.kernel is not None
+                and not isinstance(self.kernel, Linear)):
+            raise ValueError(
+                f"formulation='primal' needs an explicit feature map, but kernel={self.kernel!r} "
+                "is given implicitly; pass feature_map (Identity, RandomFourierFeatures, "
+                "Nystrom) or use formulation='dual'"
+            )
+
+    def _fit_feature_map(self, X: Array) -> None:
+        fm = self.feature_map
+        if fm is None and self.formulation == "primal":
+            fm = Identity()
+        if fm is None:
+            self.feature_map_ = None
+            return
+        fitted = hasattr(fm, "n_features_in_")
+        self.feature_map_ = fm if fitted else clone(fm).fit(X)
+
+    def fit(self, X: ArrayLike, y: Any = None) -> "KernelPPCA":
+        r"""Fit the maximum-likelihood model (Prop. 3 in the primal, Prop. 6 in the dual).
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self : KernelPPCA
+
+        Raises
+        ------
+        ValueError
+            On NaN or infinite inputs, inconsistent parameters, a kernel matrix
+            that is not positive semi-definite beyond round-off, ``n_components``
+            not below the rank of :math:`K_c`, or ``sigma2 >= lambda_1 / N``.
+        """
+        self._check_params()
+        X = check_array(X, "X")
+        N = X.shape[0]
+        self._fit_feature_map(X)
+        self.X_fit_ = X
+        self.n_features_in_ = X.shape[1]
+        if self.formulation == "primal":
+            assert self.feature_map_ is not None
+            Phi = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            self.mean_ = Phi.mean(axis=0)
+            Phi_c = Phi - self.mean_
+            U, s, Vt = scipy.linalg.svd(Phi_c, full_matrices=False)
+            lam = s**2
+            scale = max(float(lam[0]), float(np.einsum("ij,ij->i", Phi, Phi).max()))
+            r = int(np.sum(lam > max(N, Phi.shape[1]) * np.finfo(float).eps * scale))
+            # sign convention on e_p = Phi_c v_p / sqrt(lambda_p), as in the dual
+            signs = _column_signs(U[:, :r])
+            E = U[:, :r] * signs
+            self.components_ = Vt[:r] * signs[:, None]
+            self.Phi_fit_ = Phi
+            self._diag_scale = float(np.mean(np.einsum("ij,ij->i", Phi, Phi)))
+            self._row_means = Phi @ self.mean_          # m_i = phi_i^T mu = mean_j k(x_i, x_j)
+            self._grand_mean = float(self.mean_ @ self.mean_)
+        else:
+            K = self._gram(X, None)
+            K = check_symmetric(K, "the kernel matrix")
+            self.K_fit_ = K
+            K_c = center_gram(K)
+            evals, evecs = scipy.linalg.eigh(K_c)
+            evals, evecs = evals[::-1], evecs[:, ::-1]
+            top = max(float(evals[0]), 0.0)
+            scale = max(top, float(np.abs(np.diagonal(K)).max()))
+            tol_rank = N * np.finfo(float).eps * scale
+            if evals[-1] < -max(PSD_RTOL * top, tol_rank):
+                raise ValueError(
+                    "the centred kernel matrix is not positive semi-definite: its most negative "
+                    f"eigenvalue {evals[-1]:.3g} is beyond round-off (below -{PSD_RTOL:g} * the "
+                    f"largest = {-PSD_RTOL * top:.3g}); use a positive semi-definite kernel"
+                )
+            r = int(np.sum(evals > tol_rank))
+            lam = evals
+            E = flip_signs(evecs[:, :r]) if r else evecs[:, :0]
+            self._diag_scale = float(np.mean(np.diagonal(K)))
+            self._row_means = K.mean(axis=1)
+            self._grand_mean = float(self._row_means.mean())
+        self.rank_ = r
+        self.eigenvalues_ = np.asarray(lam[:r], dtype=np.float64).copy()
+        self.eigenvectors_ = np.ascontiguousarray(E)
+        self.n_samples_ = N
+        q, sigma2 = self._choose_q_sigma2()
+        self.n_components_ = q
+        lam_r = self.eigenvalues_
+        tail = float(lam_r[q:].sum())
+        self.sigma2_ml_ = tail / (N * (r - q))
+        self.sigma2_source_ = tail / (N * (N - q))
+        self.explained_variance_ratio_ = lam_r[:q] / lam_r.sum()
+        self._set_noise(sigma2)
+        return self
+
+    def _choose_q_sigma2(self) -> tuple[int, float]:
+        lam, N, r = self.eigenvalues_, self.n_samples_, self.rank_
+        if r < 2:
+            raise ValueError(
+                f"the centred kernel matrix has rank {r}: the model needs rank >= 2 "
+                "(one latent direction and at least one noise direction)"
+            )
+        if self.n_components is not None:
+            q = check_n_components(self.n_components, r - 1,
+                                   what=f"below the rank r = {r} of the centred kernel matrix, "
+                                        "the dimension of H_E; eq. 6 needs a discarded direction")
+            return q, float(lam[q:].sum()) / (N * (r - q))
+        sigma2 = float(self.sigma2)  # type: ignore[arg-type]
+        if sigma2 >= lam[0] / N:
+            raise ValueError(
+                f"sigma2={sigma2:.6g} violates sigma^2 < lambda_q / N (Prop. 3) even for q = 1: "
+                f"the bound is lambda_1 / N = {lam[0] / N:.6g}"
+            )
+        tails = np.cumsum(lam[::-1])[::-1]                    # tails[q] = sum_{p > q} lambda_p
+        ml = tails[1:r] / (N * (r - np.arange(1, r)))          # sigma2_ML(q), q = 1 .. r-1
+        ok = np.flatnonzero(ml <= sigma2)
+        q = int(ok[0]) + 1 if ok.size else r - 1
+        return q, sigma2
+
+    def _set_noise(self, sigma2: float) -> None:
+        """Set sigma2_ and everything that depends on it: W_ / A_ (eqs. 5, 13), M, B_."""
+        q, N = self.n_components_, self.n_samples_
+        lam, E = self.eigenvalues_, self.eigenvectors_
+        self.sigma2_ = float(sigma2)
+        d2 = 1.0 / N - self.sigma2_ / lam[:q]           # (I/N - sigma^2 Lambda_q^{-1}), eq. 13
+        d2 = np.maximum(d2, 0.0)
+        if self.formulation == "primal":
+            self.W_ = self.components_[:q].T * np.sqrt(lam[:q] / N - self.sigma2_).clip(0.0)
+            self._M = self.W_.T @ self.W_ + self.sigma2_ * np.eye(q)
+        else:
+            self.A_ = E[:, :q] * np.sqrt(d2)
+            KcA = (E * lam) @ (E.T @ self.A_)               # K_c A
+            self._M = self.A_.T @ KcA + self.sigma2_ * np.eye(q)
+            self._M = 0.5 * (self._M + self._M.T)
+        b = np.concatenate([lam[:q] / np.sqrt(N), np.sqrt(self.sigma2_ * lam[q:])])
+        self.B_ = (E * b) @ E.T
+
+    def with_sigma2(self, sigma2: float) -> "KernelPPCA":
+        r"""A copy of this fitted model with the same :math:`q` and another :math:`\sigma^2`.
+
+        The source's "no noise" paragraphs (sections 3.4 and 4.3) fix both
+        :math:`q` and :math:`\sigma^2`; with :math:`\sigma^2 \to 0` the MAP
+        reductions become (kernel) PCA's. ``W_`` / ``A_`` and ``B_`` are
+        recomputed with eqs. (5) / (13); the eigendecomposition is reused.
+
+        Parameters
+        ----------
+        sigma2 : float
+            :math:`0 \le \sigma^2 < \lambda_q / N` (Prop. 3). ``0`` is the
+            noiseless limit itself (:meth:`score_samples` then raises).
+
+        Returns
+        -------
+        KernelPPCA
+            A new fitted estimator (``self`` is unchanged).
+        """
+        check_is_fitted(self, "sigma2_")
+        if isinstance(sigma2, bool) or not isinstance(sigma2, Real):
+            raise TypeError(f"sigma2 must be a real number, got {sigma2!r}")
+        sigma2 = check_positive(sigma2, "sigma2", strict=False)
+        q, N = self.n_components_, self.n_samples_
+        bound = float(self.eigenvalues_[q - 1]) / N
+        if not sigma2 < bound:
+            raise ValueError(
+                f"sigma2={sigma2:.6g} violates sigma^2 < lambda_q / N (Prop. 3): with "
+                f"q = {q} the bound is lambda_{q} / N = {bound:.6g}"
+            )
+        new = copy.deepcopy(self)
+        new._set_noise(sigma2)
+        return new
+
+    # ------------------------------------------------------------ helpers
+    def _gram(self, X: Array, Y: Array | None) -> Array:
+        """Uncentred kernel matrix k(X, Y) of the dual (Y=None: X with itself)."""
+        if self.feature_map_ is not None:
+            F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            G = F if Y is None else check_array(self.feature_map_.transform(Y),
+                                                "feature_map.transform(X_fit)")
+            return F @ G.T
+        kernel = Linear() if self.kernel is None else self.kernel
+        K = np.asarray(kernel(X, Y), dtype=np.float64)
+        expected = (X.shape[0], X.shape[0] if Y is None else Y.shape[0])
+        if K.shape != expected:
+            raise ValueError(f"kernel(X, Y) must return shape {expected}, got {K.shape}")
+        return K
+
+    def _check_X(self, X: ArrayLike) -> Array:
+        check_is_fitted(self, "sigma2_")
+        Xa = check_array(X, "X")
+        if Xa.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {Xa.shape[1]} features, but KernelPPCA was fitted "
+                             f"with {self.n_features_in_}")
+        return Xa
+
+    def _centred(self, X: Array) -> Array:
+        """Primal: phi(X) - mu (m x d). Dual: centred test kernel vectors k_c (m x N)."""
+        if self.formulation == "primal":
+            assert self.feature_map_ is not None
+            return check_array(self.feature_map_.transform(X), "feature_map.transform(X)") - self.mean_
+        return center_test_gram(self._gram(X, self.X_fit_), self.K_fit_)
+
+    def _exact_preimage(self) -> bool:
+        if self.feature_map_ is not None:
+            return isinstance(self.feature_map_, Identity)
+        return self.kernel is None or isinstance(self.kernel, Linear)
+
+    def _loadings(self) -> Array:
+        """W (primal, d x q) or A (dual, N x q)."""
+        return self.W_ if self.formulation == "primal" else self.A_
+
+    # ------------------------------------------------------------ inference
+    def transform(self, X: ArrayLike) -> Array:
+        r"""MAP latent :math:`h` of each point (eq. 8 in the primal, eq. 16 in the dual).
+
+        Primal: :math:`h = (W^\top W + \sigma^2 I)^{-1} W^\top (\phi(x) - \mu)`.
+        Dual: :math:`h = (A^\top K_c A + \sigma^2 I)^{-1} A^\top k_c(x)`, with
+        :math:`k_c(x)` the test kernel vector centred with the *training* means
+        (:func:`mvkm.center_test_gram`). Both equal
+        :math:`N \Lambda_q^{-1} (\Lambda_q / N - \sigma^2 I)^{1/2} V_q^\top (\phi - \mu)`.
+
+        Parameters
+        ----------
+        X : array_like of shape (m, n_features_in_)
+
+        Returns
+        -------
+        H : ndarray of shape (m, n_components_)
+        """
+        Z = self._centred(self._check_X(X))
+        return np.linalg.solve(self._M, (Z @ self._loadings()).T).T
+
+    def posterior(self, X: ArrayLike) -> tuple[Array, Array]:
+        r"""Posterior :math:`p(h \mid x)` (Prop. 4 in the primal, Prop. 8 / eq. 15 in the dual).
+
+        :math:`h \mid \phi \sim \mathcal N(M^{-1} W^\top (\phi - \mu),\ \sigma^2 M^{-1})`
+        with :math:`M = W^\top W + \sigma^2 I = A^\top K_c A + \sigma^2 I = \Lambda_q / N`
+        at the maximum likelihood. The covariance is the same for every point.
+
+        Parameters
+        ----------
+        X : array_like of shape (m, n_features_in_)
+
+        Returns
+        -------
+        mean : ndarray of shape (m, n_components_)
+            The MAP latents (:meth:`transform`).
+        covariance : ndarray of shape (n_components_, n_components_)
+            :math:`\sigma^2 M^{-1} = N \sigma^2 \Lambda_q^{-1}`.
+        """
+        mean = self.transform(X)
+        cov = self.sigma2_ * np.linalg.inv(self._M)
+        return mean, 0.5 * (cov + cov.T)
+
+    def inverse_transform(self, H: ArrayLike, *, output: str = "input", preimage: str = "stable",
+                          tau: float | None = None) -> Array:
+        r"""Map latents to the feature, kernel or input space (eq. 9 primal, eq. 17 dual).
+
+        Primal: :math:`\hat\phi = W h + \mu` (eq. 9). Dual:
+        :math:`\hat k_c = K_c A h` (eq. 17), the centred kernel vector of
+        :math:`\hat\phi = \mu + \Phi_c^\top A h`. The input-space point is exact for
+        the identity map / linear kernel (:math:`\hat x = \bar x + X_c^\top A h` in
+        the dual) and otherwise a kernel-smoother pre-image (eq. 19) of the
+        *uncentred* kernel vector
+
+        .. math::
+            \hat k_i = k(x_i, \hat x) = (\hat k_c)_i + m_i + a^\top (m - \bar m 1),
+            \qquad a = A h,\ m_i = \tfrac1N \sum_j k(x_i, x_j),\ \bar m = \tfrac1N \sum_i m_i,
+
+        (from :math:`\phi_i^\top\hat\phi = (\phi_i - \mu)^\top(\hat\phi - \mu)
+        + (\phi_i - \mu)^\top\mu + \mu^\top\mu + \mu^\top(\hat\phi - \mu)` with
+        :math:`\hat\phi - \mu = \Phi_c^\top a`).
+
+        Parameters
+        ----------
+        H : array_like of shape (m, n_components_)
+        output : {"input", "feature", "kernel"}, default="input"
+            ``"feature"``: :math:`\hat\phi` (primal only); ``"kernel"``: the centred
+            kernel vectors :math:`\hat k_c` (shape (m, n_samples)).
+        preimage : {"stable", "plain"}, default="stable"
+            :func:`mvkm.preimage.stable_kernel_smoother` or the plain
+            :func:`mvkm.preimage.kernel_smoother` (which raises where the weights
+            sum to zero). Ignored when the pre-image is exact.
+        tau : float, optional
+            Strength of the stabilisation; defaults to ``1e-3`` times the mean of
+            :math:`k(x_i, x_i)` over the training set.
+
+        Returns
+        -------
+        ndarray of shape (m, n_features_in_), (m, d) or (m, n_samples)
+
+        Warns
+        -----
+        RuntimeWarning
+            When the (clipped) weights of a row sum to less than ``tau``: the plain
+            smoother is unstable there and the stabilised pre-image is pulled
+            toward the training mean.
+        """
+        check_is_fitted(self, "sigma2_")
+        self._check_output(output, preimage)
+        Hm = check_array(H, "H")
+        if Hm.shape[1] != self.n_components_:
+            raise ValueError(f"H must have n_components_ = {self.n_components_} columns, "
+                             f"got shape {Hm.shape}")
+        if self.formulation == "primal":
+            return self._from_feature(Hm @ self.W_.T + self.mean_, output, preimage, tau)
+        return self._from_coefficients(Hm @ self.A_.T, output, preimage, tau)
+
+    def reconstruct(self, X: ArrayLike, *, output: str = "input", preimage: str = "stable",
+                    tau: float | None = None) -> Array:
+        r"""MAP reconstruction: :meth:`transform` then :meth:`inverse_transform`.
+
+        Primal (eq. 10): :math:`\hat\phi = W M^{-1} W^\top (\phi - \mu) + \mu`.
+        Dual (eqs. 17 and 22): :math:`\hat k_c = K_c A M^{-1} A^\top k_c`. As
+        :math:`\sigma^2 \to 0` (:meth:`with_sigma2`) these are the (kernel) PCA
+        projections onto the top :math:`q` directions. Parameters as in
+        :meth:`inverse_transform`.
+
+        Parameters
+        ----------
+        X : array_like of shape (m, n_features_in_)
+        output, preimage, tau : see :meth:`inverse_transform`
+
+        Returns
+        -------
+        ndarray of shape (m, n_features_in_), (m, d) or (m, n_samples)
+        """
+        return self.inverse_transform(self.transform(X), output=output, preimage=preimage, tau=tau)
+
+    def sample(self, n_samples: int = 1, random_state: Any = None, *, output: str = "input",
+               preimage: str = "stable", tau: float | None = None) -> Array:
+        r"""Generate from the model's marginal (eq. 3 primal, eq. 24 dual).
+
+        Primal: :math:`\phi = \mu + W z + \sigma V_r \varepsilon` with
+        :math:`z \sim \mathcal N(0, I_q)` (the latent prior) and
+        :math:`\varepsilon \sim \mathcal N(0, I_r)` (the noise in
+        :math:`\mathcal H_E`), i.e. :math:`\phi \sim \mathcal N(\mu, W W^\top + \sigma^2 I_{\mathcal H_E})`.
+        Dual: :math:`k_c = B \xi`, :math:`\xi \sim \mathcal N(0, I_N)`, with ``B_``
+        the symmetric square root of the covariance of :math:`k_c` (module
+        notes; the :math:`B` of the source's section 4.4, *not* the square root
+        of its eq. 18). The sampled point is :math:`\mu + \Phi_c^\top a` with
+        :math:`a = K_c^{+} k_c`, mapped to input space as in
+        :meth:`inverse_transform`.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+        random_state : int, numpy Generator or None
+        output, preimage, tau : see :meth:`inverse_transform`
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features_in_), (n_samples, d) or (n_samples, N)
+        """
+        check_is_fitted(self, "sigma2_")
+        self._check_output(output, preimage)
+        if isinstance(n_samples, bool) or not isinstance(n_samples, Integral) or n_samples < 1:
+            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+        rng = check_random_state(random_state)
+        if self.formulation == "primal":
+            z = rng.standard_normal((n_samples, self.n_components_))
+            eps = rng.standard_normal((n_samples, self.rank_))
+            phi = self.mean_ + z @ self.W_.T + np.sqrt(self.sigma2_) * (eps @ self.components_)
+            return self._from_feature(phi, output, preimage, tau)
+        xi = rng.standard_normal((n_samples, self.n_samples_))
+        kc = xi @ self.B_                                   # B symmetric: rows are (B xi)^T
+        if output == "kernel":
+            return kc
+        E, lam = self.eigenvectors_, self.eigenvalues_
+        a = ((kc @ E) / lam) @ E.T                          # a = K_c^+ k_c
+        return self._from_coefficients(a, output, preimage, tau)
+
+    def score_samples(self, X: ArrayLike) -> Array:
+        r"""Log-likelihood of each point under the marginal (Prop. 2 primal, Prop. 9 dual).
+
+        The density is that of the coordinates of :math:`\phi(x) - \mu` in
+        :math:`\mathcal H_E` (dimension :math:`r`): with
+        :math:`c = V_r^\top(\phi - \mu) = \Lambda_r^{-1/2} E_r^\top k_c` and the
+        model covariance :math:`\operatorname{diag}(\lambda_p / N\ (p \le q),\ \sigma^2\ (p > q))`
+        in that basis,
+
+        .. math::
+            \log p = -\tfrac12\Big(r \log 2\pi + \sum_{p \le q} \log\frac{\lambda_p}{N}
+                + (r - q)\log\sigma^2 + \sum_{p\le q}\frac{N (e_p^\top k_c)^2}{\lambda_p^2}
+                + \sum_{p > q}\frac{(e_p^\top k_c)^2}{\sigma^2\lambda_p}\Big),
+
+        the last two sums being :math:`k_c^\top (B^2)^{+} k_c` (the source's eq. 57).
+        For ``d``-dimensional features of full rank (:math:`r = d < N`) this is the
+        ordinary Gaussian log-density of
+        :math:`\mathcal N(\mu, W W^\top + \sigma^2 I_d)` (compare scikit-learn's
+        ``PCA.score_samples``); the component of :math:`\phi - \mu` outside
+        :math:`\mathcal H_E`, if any, is ignored.
+
+        Parameters
+        ----------
+        X : array_like of shape (m, n_features_in_)
+
+        Returns
+        -------
+        ndarray of shape (m,)
+        """
+        Z = self._centred(self._check_X(X))
+        if not self.sigma2_ > 0:
+            raise ValueError("score_samples needs sigma2 > 0: the noiseless model is degenerate")
+        lam, q, N = self.eigenvalues_, self.n_components_, self.n_samples_
+        if self.formulation == "primal":
+            c = Z @ self.components_.T
+        else:
+            c = (Z @ self.eigenvectors_) / np.sqrt(lam)
+        var = np.concatenate([lam[:q] / N, np.full(self.rank_ - q, self.sigma2_)])
+        return -0.5 * (self.rank_ * np.log(2 * np.pi) + np.log(var).sum() + (c**2 / var).sum(axis=1))
+
+    def score(self, X: ArrayLike, y: Any = None) -> float:
+        """Mean log-likelihood of the points of ``X`` (:meth:`score_samples`)."""
+        return float(np.mean(self.score_samples(X)))
+
+    def get_covariance(self) -> Array:
+        r"""Model covariance in feature space, :math:`W W^\top + \sigma^2 V_r V_r^\top` (eq. 3), primal only.
+
+        Equal to :math:`W W^\top + \sigma^2 I_d` when the features have full rank
+        (:math:`r = d`); scikit-learn's ``PCA.get_covariance()`` is this times
+        :math:`N / (N - 1)` (for :math:`d < N`).
+
+        Returns
+        -------
+        ndarray of shape (d, d)
+        """
+        check_is_fitted(self, "sigma2_")
+        if self.formulation != "primal":
+            raise ValueError("get_covariance needs formulation='primal' (a feature space); "
+                             "in the dual use get_kernel_covariance()")
+        return self.W_ @ self.W_.T + self.sigma2_ * (self.components_.T @ self.components_)
+
+    def get_kernel_covariance(self) -> Array:
+        r"""Covariance of the centred kernel vector :math:`k_c = \Phi_c(\phi - \mu)`, :math:`B^2`.
+
+        :math:`K_c A A^\top K_c + \sigma^2 K_c = E\,\operatorname{diag}(\lambda_p^2/N\ (p\le q),\
+        \sigma^2\lambda_p\ (p > q))\,E^\top` (module notes), in both formulations.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_samples)
+        """
+        check_is_fitted(self, "sigma2_")
+        return self.B_ @ self.B_
+
+    # ------------------------------------------------------------ pre-images
+    def _check_output(self, output: str, preimage: str) -> None:
+        if output not in _OUTPUTS:
+            raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
+        if output == "feature" and self.formulation != "primal":
+            raise ValueError("output='feature' needs formulation='primal'")
+        if preimage not in _PREIMAGES:
+            raise ValueError(f"preimage must be one of {_PREIMAGES}, got {preimage!r}")
+
+    def _from_feature(self, phi: Array, output: str, preimage: str, tau: float | None) -> Array:
+        """Primal: feature vectors -> requested output."""
+        if output == "feature":
+            return phi
+        if output == "kernel":
+            return (phi - self.mean_) @ (self.Phi_fit_ - self.mean_).T
+        if self._exact_preimage():
+            return phi
+        return self._smooth(phi @ self.Phi_fit_.T, preimage, tau)
+
+    def _from_coefficients(self, a: Array, output: str, preimage: str, tau: float | None) -> Array:
+        """Dual: coefficients a (phi - mu = Phi_c^T a) -> requested output."""
+        E, lam = self.eigenvectors_, self.eigenvalues_
+        kc = ((a @ E) * lam) @ E.T                          # K_c a
+        if output == "kernel":
+            return kc
+        if self._exact_preimage():
+            X = self.X_fit_
+            xbar = X.mean(axis=0)
+            return xbar + a @ (X - xbar)
+        m = self._row_means
+        k = kc + m + (a @ (m - self._grand_mean))[:, None]   # uncentred k(x_i, x_hat)
+        return self._smooth(k, preimage, tau)
+
+    def _smooth(self, k: Array, preimage: str, tau: float | None) -> Array:
+        if preimage == "plain":
+            total, size = k.sum(axis=1), np.abs(k).sum(axis=1)
+            weak = np.abs(total) < 1e-3 * size
+            if np.any(weak):
+                warnings.warn(
+                    f"the kernel-smoother normaliser sum_i k_i is below 1e-3 * sum_i |k_i| for "
+                    f"{int(weak.sum())} row(s): the plain pre-image (eq. 19) is unstable there; "
+                    "use preimage='stable'", RuntimeWarning, stacklevel=3)
+            return kernel_smoother(k, self.X_fit_)
+        t = 1e-3 * self._diag_scale if tau is None else check_positive(tau, "tau", strict=False)
+        weights = np.maximum(k, 0.0).sum(axis=1)
+        weak = weights < t
+        if np.any(weak):
+            warnings.warn(
+                f"the kernel-smoother normaliser sum_i max(k_i, 0) is below tau = {t:.3g} for "
+                f"{int(weak.sum())} row(s): the plain smoother (eq. 19) is unstable there and the "
+                "stabilised pre-image is pulled toward the training mean", RuntimeWarning,
+                stacklevel=3)
+        return stable_kernel_smoother(k, self.X_fit_, tau=t)
+
+
+def _column_signs(U: Array) -> Array:
+    """Signs that make the largest-magnitude entry of each column of ``U`` positive (flip_signs)."""
+    if U.shape[1] == 0:
+        return np.ones(0)
+    idx = np.argmax(np.abs(U), axis=0)
+    s = np.sign(U[idx, np.arange(U.shape[1])])
+    s[s == 0] = 1.0
+    return s
