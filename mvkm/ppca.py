@@ -309,7 +309,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self._grand_mean = float(self.mean_ @ self.mean_)
         else:
             K = self._gram(X, None)
-            K = check_symmetric(K, "the kernel matrix")
+            K = check_symmetric(K, "K")
             self.K_fit_ = K
             K_c = center_gram(K)
             evals, evecs = scipy.linalg.eigh(K_c)
