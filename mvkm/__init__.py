@@ -2,7 +2,10 @@
 
 Modules follow the data flow of every model in the book: views ->
 :mod:`mvkm.kernels` / :mod:`mvkm.features` -> centering -> a linear-algebra
-core (:mod:`mvkm.linalg`, :mod:`mvkm.stiefel`) -> an estimator.
+core (:mod:`mvkm.linalg`, :mod:`mvkm.stiefel`) -> an estimator
+(:class:`MultiViewRKM` in :mod:`mvkm.rkm`, :class:`KernelPPCA` in
+:mod:`mvkm.ppca`) -> inference, forecasting (:mod:`mvkm.timeseries`),
+sampling and pre-images (:mod:`mvkm.preimage`).
 
 :mod:`mvkm.stiefel` needs PyTorch; it (and its names ``CayleyAdam`` and
 ``maximize_trace``) is imported on first use, so ``import mvkm`` stays fast
@@ -14,16 +17,26 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import features, kernels, linalg
+from . import datasets, features, kernels, linalg, ppca, preimage, rkm, timeseries
 from .features import Identity, Nystrom, RandomFourierFeatures
 from .kernels import RBF, Laplacian, Linear, Polynomial, center_gram, center_test_gram
 from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
+from .ppca import KernelPPCA
+from .rkm import MultiViewRKM, choose_algorithm
 
 __version__ = "0.1.0"
 
 _LAZY = {"stiefel": None, "CayleyAdam": "stiefel", "maximize_trace": "stiefel"}
 
 __all__ = [
+    "datasets",
+    "ppca",
+    "preimage",
+    "rkm",
+    "timeseries",
+    "KernelPPCA",
+    "MultiViewRKM",
+    "choose_algorithm",
     "features",
     "kernels",
     "linalg",

@@ -1,0 +1,548 @@
+r"""Multi-view restricted kernel machines in primal and dual (Part I of the book).
+
+One objective (eq. (4) of :cite:`achten2023duality`),
+
+.. math::
+
+    J = \tfrac12 \sum_v \mathrm{Tr}(U_v^\top U_v) + \tfrac12 \sum_i h_i^\top \Gamma h_i
+        - \sum_{v,i} \phi_v(x_{v,i})^\top U_v h_i + \tfrac12 \sum_{v,i} \|\phi_v(x_{v,i})\|^2,
+
+two settings: the primal eigenproblem of the cross-covariance
+:math:`C = \Phi^\top \Phi` of the concatenated centred features (Algorithms 1
+and 3) and the dual eigenproblem of the summed centred kernels
+:math:`K = \sum_v M_c K_v M_c` (Algorithms 2 and 4). Either can be solved by
+an eigensolver or on the Stiefel manifold; :class:`MultiViewRKM` offers all
+four, the inference of missing views (eqs. (15)-(16)) and pre-images.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import NotFittedError
+
+from ._validation import check_array, check_n_components, check_positive
+from .features import Identity
+from .kernels import Kernel, Linear, center_gram
+from .linalg import psd_sqrt, rotate_to_diagonal, top_eigh
+from .preimage import kernel_smoother
+
+__all__ = ["MultiViewRKM", "choose_algorithm"]
+
+_FORMULATIONS = ("primal", "dual")
+_SOLVERS = ("eig", "stiefel")
+_STIEFEL_METHODS = ("cayley-bb", "cayley-adam")
+
+
+def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit: bool = True,
+                     parametric: bool = False, stiefel: bool = False) -> str:
+    r"""Pick a training algorithm by the flowchart (Fig. 1) of :cite:`achten2023duality`.
+
+    The four algorithms solve the same problem; they differ in cost. The
+    decisions, in order:
+
+    1. Is the feature map explicitly known (or approximated, e.g. by random
+       Fourier features)? If not, only kernels are available and only the
+       dual can be used: Algorithm 2 (Algorithm 4 if ``stiefel``).
+    2. Are the feature or pre-image maps parametric (:math:`\phi(\cdot;\theta)`,
+       :math:`\psi(\cdot;\eta)`)? Then their parameters are trained jointly by
+       gradient steps with a reconstruction loss added to the objective, so an
+       eigendecomposition at every step is out: a Stiefel algorithm (3 or 4).
+    3. Otherwise (or for the Stiefel choice) compare sizes: the primal works
+       with the :math:`d_f \times d_f` covariance, the dual with the
+       :math:`n \times n` kernel matrix; take the smaller. Ties go to the primal.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number :math:`n` of training points.
+    feature_dim : int, optional
+        Total feature dimension :math:`d_f = \sum_v d_{f,v}`; required when
+        ``explicit`` is true.
+    explicit : bool, default=True
+        Whether every feature map is known explicitly (or approximated).
+    parametric : bool, default=False
+        Whether the feature/pre-image maps have trainable parameters (implies
+        a Stiefel algorithm and an added reconstruction loss; needs ``explicit``).
+    stiefel : bool, default=False
+        Ask for a Stiefel algorithm even for fixed maps.
+
+    Returns
+    -------
+    str
+        ``"Algorithm 1"`` (primal, eigendecomposition), ``"Algorithm 2"`` (dual,
+        eigendecomposition), ``"Algorithm 3"`` (primal, Stiefel) or
+        ``"Algorithm 4"`` (dual, Stiefel).
+
+    Examples
+    --------
+    >>> choose_algorithm(929, 5001)          # Santa Fe with 5000 random features
+    'Algorithm 2'
+    >>> choose_algorithm(929, 5001, stiefel=True)
+    'Algorithm 4'
+    >>> choose_algorithm(10_000, explicit=False)
+    'Algorithm 2'
+    """
+    n = _check_count(n_samples, "n_samples")
+    if parametric and not explicit:
+        raise ValueError("parametric feature maps are explicit: parametric=True needs explicit=True")
+    if not explicit:
+        return "Algorithm 4" if stiefel else "Algorithm 2"
+    if feature_dim is None:
+        raise ValueError("feature_dim is required when the feature maps are explicit")
+    d_f = _check_count(feature_dim, "feature_dim")
+    primal = d_f <= n
+    if parametric or stiefel:
+        return "Algorithm 3" if primal else "Algorithm 4"
+    return "Algorithm 1" if primal else "Algorithm 2"
+
+
+def _check_count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _as_2d(X: ArrayLike, name: str) -> NDArray[np.float64]:
+    """A view as an n x d float array (1-D input is one column)."""
+    arr = np.asarray(X)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    return check_array(arr, name)
+
+
+class MultiViewRKM(BaseEstimator):
+    r"""Multi-view restricted kernel machine (multi-view kernel PCA), primal or dual.
+
+    Solves Problem (8) (primal) or (12) (dual) of :cite:`achten2023duality`,
+    the two faces of one objective (eq. (4)):
+
+    * primal (Algorithms 1 and 3): :math:`C \tilde U = \tilde U \Lambda` with
+      the cross-covariance :math:`C = \Phi^\top\Phi` (eq. (10)) of the
+      concatenated centred features :math:`\Phi = [\Phi_1, \dots, \Phi_V]`;
+      then :math:`U = \tilde U \Lambda^{1/2}`, :math:`\Gamma = \Lambda`
+      (Corollary 3.4) and :math:`H = \Phi U \Gamma^{-1}` (eq. (6));
+    * dual (Algorithms 2 and 4): :math:`K H = H \Lambda` with
+      :math:`K = \sum_v M_c K_v M_c`, :math:`\Gamma = \Lambda` (eq. (13),
+      Corollary 3.6).
+
+    With ``solver="stiefel"`` the same problems are solved on the Stiefel
+    manifold (:func:`mvkm.stiefel.maximize_trace`); the solution
+    :math:`\tilde U'` (or :math:`H'`) is then rotated so that
+    :math:`\Gamma` is diagonal (``rotate=True``), which makes all four
+    algorithms return the same model up to column signs.
+
+    Parameters
+    ----------
+    n_components : int
+        Number :math:`s` of latent components; at most ``n - 1`` (centred data
+        has rank at most ``n - 1``) and, in the primal, at most the feature
+        dimension.
+    kernels : list of Kernel, optional
+        One kernel per view (e.g. ``[mvkm.RBF(2.0), mvkm.Linear()]``). Only
+        the dual can use a kernel without an explicit feature map; in the
+        primal a :class:`~mvkm.kernels.Linear` kernel is taken as the identity
+        map.
+    feature_maps : list of transformers, optional
+        One explicit feature map per view (:class:`~mvkm.features.Identity`,
+        :class:`~mvkm.features.RandomFourierFeatures`,
+        :class:`~mvkm.features.Nystrom`, or any scikit-learn transformer);
+        cloned and fitted on the training view. Give ``kernels`` or
+        ``feature_maps``, not both; with neither every view uses the linear
+        kernel (identity map).
+    formulation : {"dual", "primal"}, default="dual"
+    solver : {"eig", "stiefel"}, default="eig"
+        ``"eig"``: :func:`mvkm.linalg.top_eigh` (Algorithms 1-2);
+        ``"stiefel"``: :func:`mvkm.stiefel.maximize_trace` (Algorithms 3-4).
+    rotate : bool, default=True
+        For ``solver="stiefel"``: rotate the solution to a diagonal
+        :math:`\Gamma` (steps 7-9 of Algorithms 3-4). Without rotation the
+        model is equally optimal, with a non-diagonal :math:`\Gamma'`.
+    rescale : bool, default=True
+        Primal only: :math:`U = \tilde U \Gamma^{1/2}` (step 6 of Algorithm 1,
+        step 13 of Algorithm 3). ``False`` sets :math:`U = \tilde U`, the
+        ablation of Fig. 7 of the source, which breaks inference.
+    random_state : None, int or numpy.random.Generator
+        Seed of the Stiefel starting point and of the iterative eigensolvers.
+    tol : float, default=1e-8
+        ``solver="stiefel"``: tolerance on the relative Riemannian gradient
+        (see :func:`mvkm.stiefel.maximize_trace`).
+    max_iter : int, optional
+        ``solver="stiefel"``: iteration cap.
+    stiefel_method : {"cayley-bb", "cayley-adam"}, default="cayley-bb"
+        The Stiefel optimiser: Cayley steps with Barzilai-Borwein step sizes,
+        or the Cayley-Adam optimiser used by the source.
+    progress : bool, default=False
+        Show a progress bar during Stiefel training.
+
+    Attributes
+    ----------
+    H_ : ndarray of shape (n, s)
+        Latent variables of the training points (orthonormal columns).
+    Gamma_ : ndarray of shape (s, s)
+        The hidden-unit matrix :math:`\Gamma` (diagonal unless a Stiefel
+        solution is left unrotated).
+    eigenvalues_ : ndarray of shape (s,)
+        Eigenvalues of ``Gamma_``, descending.
+    U_ : list of ndarray of shape (D_v, s)
+        Primal only: the interconnection matrix of each view.
+    n_views_ : int
+    n_samples_ : int
+    view_dims_ : list of int
+        Input dimension :math:`d_v` of each view.
+    feature_dims_ : list of int
+        Feature dimension :math:`D_v` of each view (explicit maps only).
+    stiefel_history_ : dict
+        ``solver="stiefel"``: the convergence history of the optimiser.
+    Gamma_prime_ : ndarray of shape (s, s)
+        ``solver="stiefel"``: :math:`\Gamma'` of the unrotated solution.
+    components_prime_ : ndarray
+        ``solver="stiefel"``: the unrotated Stiefel solution (:math:`\tilde U'`
+        in the primal, :math:`H'` in the dual).
+
+    See Also
+    --------
+    choose_algorithm : the source's flowchart for picking primal or dual.
+    mvkm.timeseries.recursive_forecast : forecasting with a two-view model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mvkm import MultiViewRKM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((50, 3)); Y = X @ rng.standard_normal((3, 2))
+    >>> dual = MultiViewRKM(2).fit([X, Y])
+    >>> primal = MultiViewRKM(2, formulation="primal").fit([X, Y])
+    >>> bool(np.allclose(np.abs(dual.H_), np.abs(primal.H_)))
+    True
+    >>> dual.predict([X[:3], None], target=1).shape
+    (3, 2)
+    """
+
+    def __init__(self, n_components: int, kernels: Sequence[Kernel] | None = None,
+                 feature_maps: Sequence[Any] | None = None, formulation: str = "dual",
+                 solver: str = "eig", rotate: bool = True, rescale: bool = True,
+                 random_state: Any = None, *, tol: float = 1e-8, max_iter: int | None = None,
+                 stiefel_method: str = "cayley-bb", progress: bool = False) -> None:
+        self.n_components = n_components
+        self.kernels = kernels
+        self.feature_maps = feature_maps
+        self.formulation = formulation
+        self.solver = solver
+        self.rotate = rotate
+        self.rescale = rescale
+        self.random_state = random_state
+        self.tol = tol
+        self.max_iter = max_iter
+        self.stiefel_method = stiefel_method
+        self.progress = progress
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self) -> None:
+        if self.formulation not in _FORMULATIONS:
+            raise ValueError(f"formulation must be 'primal' or 'dual', got {self.formulation!r}")
+        if self.solver not in _SOLVERS:
+            raise ValueError(f"solver must be 'eig' or 'stiefel', got {self.solver!r}")
+        if self.stiefel_method not in _STIEFEL_METHODS:
+            raise ValueError(f"stiefel_method must be one of {_STIEFEL_METHODS}, "
+                             f"got {self.stiefel_method!r}")
+        if self.kernels is not None and self.feature_maps is not None:
+            raise ValueError("give kernels or feature_maps, not both")
+        check_positive(self.tol, "tol")
+
+    @staticmethod
+    def _check_views(views: Any, n_views: int | None = None, *,
+                     allow_missing: bool = False) -> list[NDArray[np.float64] | None]:
+        if isinstance(views, np.ndarray) or not isinstance(views, (list, tuple)):
+            raise ValueError("views must be a list of arrays (one n x d_v array per view), "
+                             f"got {type(views).__name__}")
+        if n_views is not None and len(views) != n_views:
+            raise ValueError(f"expected {n_views} views (as in fit), got {len(views)}")
+        if len(views) == 0:
+            raise ValueError("views is empty: give at least one view")
+        out: list[NDArray[np.float64] | None] = []
+        for v, X in enumerate(views):
+            if X is None:
+                if not allow_missing:
+                    raise ValueError(f"views[{v}] is None: every view is needed here")
+                out.append(None)
+            else:
+                out.append(_as_2d(X, f"views[{v}]"))
+        sizes = {v: X.shape[0] for v, X in enumerate(out) if X is not None}
+        if len(set(sizes.values())) > 1:
+            raise ValueError(f"all views must have the same number of samples, got {sizes}")
+        return out
+
+    def _view_maps(self, n_views: int) -> list[tuple[str, Any]]:
+        """Per view: ("map", unfitted transformer) or ("kernel", Kernel)."""
+        def check_len(seq: Any, name: str) -> list[Any]:
+            if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
+                raise ValueError(f"{name} must be a list with one entry per view")
+            if len(seq) != n_views:
+                raise ValueError(f"{name} has {len(seq)} entries but there are {n_views} views")
+            return list(seq)
+
+        if self.feature_maps is not None:
+            maps = check_len(self.feature_maps, "feature_maps")
+            for v, m in enumerate(maps):
+                if not (hasattr(m, "fit") and hasattr(m, "transform")):
+                    raise ValueError(f"feature_maps[{v}] must be a transformer with fit and "
+                                     f"transform, got {m!r}")
+            return [("map", clone(m)) for m in maps]
+        if self.kernels is None:
+            return [("map", Identity()) for _ in range(n_views)]
+        kernels = check_len(self.kernels, "kernels")
+        out: list[tuple[str, Any]] = []
+        for v, k in enumerate(kernels):
+            if not isinstance(k, Kernel):
+                raise ValueError(f"kernels[{v}] must be an mvkm kernel (e.g. mvkm.RBF(1.0)), got {k!r}")
+            if type(k) is Linear:
+                out.append(("map", Identity()))
+            elif self.formulation == "primal":
+                raise ValueError(
+                    f"kernels[{v}] = {k!r} has no explicit feature map, so the primal "
+                    "formulation cannot use it: use formulation='dual', or an explicit "
+                    "approximation such as feature_maps=[mvkm.RandomFourierFeatures(...), ...] "
+                    "(see choose_algorithm, the flowchart)")
+            else:
+                out.append(("kernel", k))
+        return out
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "H_"):
+            raise NotFittedError("this MultiViewRKM is not fitted yet: call fit(views) first")
+
+    # --------------------------------------------------------------------- fit
+    def fit(self, views: Sequence[ArrayLike], y: Any = None) -> "MultiViewRKM":
+        """Train on the views (Algorithms 1-4 of the source).
+
+        Parameters
+        ----------
+        views : list of array_like, each of shape (n, d_v)
+            The training data, one array per view, same ``n``.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        Xs = self._check_views(views)
+        n = Xs[0].shape[0]  # type: ignore[union-attr]
+        V = len(Xs)
+        if n < 2:
+            raise ValueError(f"need at least 2 samples, got {n}")
+        specs = self._view_maps(V)
+        self.n_views_ = V
+        self.n_samples_ = n
+        self.view_dims_ = [X.shape[1] for X in Xs]  # type: ignore[union-attr]
+        self._kinds = [kind for kind, _ in specs]
+        self._X_fit = Xs
+        self._maps: list[Any] = [None] * V
+        self._kernels: list[Any] = [None] * V
+        self._feature_means: list[Any] = [None] * V
+        self._Phi_c: list[Any] = [None] * V
+        self._kernel_stats: list[Any] = [None] * V
+        for v, (kind, obj) in enumerate(specs):
+            if kind == "map":
+                Phi = np.asarray(obj.fit(Xs[v]).transform(Xs[v]), dtype=np.float64)
+                mean = Phi.mean(axis=0)
+                self._maps[v] = obj
+                self._feature_means[v] = mean
+                self._Phi_c[v] = Phi - mean
+            else:
+                self._kernels[v] = obj
+        explicit = all(kind == "map" for kind in self._kinds)
+        if explicit:
+            self.feature_dims_ = [P.shape[1] for P in self._Phi_c]
+        s_max = n - 1 if self.formulation == "dual" else min(n - 1, sum(self.feature_dims_))
+        what = ("n - 1: centred data have rank at most n - 1" if self.formulation == "dual"
+                else "min(n - 1, feature dimension)")
+        s = check_n_components(self.n_components, s_max, what=what)
+        if self.formulation == "primal":
+            self._fit_primal(s)
+        else:
+            self._fit_dual(s, n)
+        self.eigenvalues_ = np.sort(np.linalg.eigvalsh(0.5 * (self.Gamma_ + self.Gamma_.T)))[::-1]
+        if self.eigenvalues_[-1] <= 1e-12 * max(self.eigenvalues_[0], np.finfo(float).tiny):
+            raise ValueError(
+                f"n_components={s} exceeds the numerical rank of the training data: "
+                f"Gamma's smallest eigenvalue is {self.eigenvalues_[-1]:.3g} "
+                f"(largest {self.eigenvalues_[0]:.3g}); use fewer components")
+        return self
+
+    def _solve(self, B: Any, s: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Top-s solution (A, Gamma) of max Tr(A^T B A) on St(., s), by eig or on the manifold."""
+        if self.solver == "eig":
+            lam, A = top_eigh(B, s, random_state=0 if self.random_state is None else self.random_state,
+                              check_symmetric=False)
+            return A, np.diag(lam)
+        from .stiefel import maximize_trace  # torch is imported only for Stiefel training
+
+        A_prime, history = maximize_trace(
+            B, s, method=self.stiefel_method, tol=self.tol, max_iter=self.max_iter,
+            random_state=self.random_state, progress=self.progress, return_history=True,
+            rotate=False)
+        BA = B @ A_prime
+        Gamma_prime = A_prime.T @ BA
+        Gamma_prime = 0.5 * (Gamma_prime + Gamma_prime.T)
+        self.stiefel_history_ = history
+        self.Gamma_prime_ = Gamma_prime
+        self.components_prime_ = A_prime
+        if self.rotate:
+            A, lam = rotate_to_diagonal(A_prime, Gamma_prime)
+            return A, np.diag(lam)
+        return A_prime, Gamma_prime
+
+    def _fit_primal(self, s: int) -> None:
+        Phi = np.hstack(self._Phi_c)
+        C = Phi.T @ Phi                                        # eq. (10)
+        U_tilde, Gamma = self._solve(C, s)
+        U = U_tilde @ psd_sqrt(Gamma) if self.rescale else U_tilde
+        self.U_tilde_ = U_tilde
+        self.Gamma_ = Gamma
+        bounds = np.cumsum([0] + self.feature_dims_)
+        self.U_ = [U[bounds[v]:bounds[v + 1]] for v in range(self.n_views_)]
+        self.H_ = np.linalg.solve(Gamma, (Phi @ U).T).T       # eq. (6), Gamma symmetric
+        self._UtU = [Uv.T @ Uv for Uv in self.U_]
+
+    def _fit_dual(self, s: int, n: int) -> None:
+        K = np.zeros((n, n))
+        grams = []
+        for v in range(self.n_views_):
+            if self._kinds[v] == "map":
+                Kc = self._Phi_c[v] @ self._Phi_c[v].T
+            else:
+                Kv = self._kernels[v](self._X_fit[v])
+                col_means = Kv.mean(axis=0)
+                self._kernel_stats[v] = (col_means, float(col_means.mean()))
+                Kc = center_gram(Kv, copy=False)
+            grams.append(Kc)
+            K += Kc
+        H, Gamma = self._solve(K, s)
+        self.H_ = H
+        self.Gamma_ = Gamma
+        KH = [Kc @ H for Kc in grams]
+        self._UtU = [H.T @ KvH for KvH in KH]                  # U_v^T U_v = H^T K_v H
+        # K_v H for the kernel views (eq. (16)) and Phi_v^T H (= U_v by eq. (5)) for the
+        # explicit ones: every prediction needs them
+        self._KH = [KvH if self._kinds[v] == "kernel" else None for v, KvH in enumerate(KH)]
+        self._PhiT_H = [P.T @ H if P is not None else None for P in self._Phi_c]
+
+    # --------------------------------------------------------------- inference
+    def _projections(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        """U_v^T phi_v(x) for each row x (m x s), with training-mean centring."""
+        if self._kinds[v] == "map":
+            phi_c = self._features(v, X)
+            if self.formulation == "primal":
+                return phi_c @ self.U_[v]
+            return phi_c @ self._PhiT_H[v]                    # H^T k_v(x), k_v = Phi_c phi_c
+        return self._centred_kernel(v, X) @ self.H_
+
+    def _features(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        return np.asarray(self._maps[v].transform(X), dtype=np.float64) - self._feature_means[v]
+
+    def _centred_kernel(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Test kernel rows centred with the *training* means (as center_test_gram)."""
+        Kt = self._kernels[v](X, self._X_fit[v])
+        col_means, grand = self._kernel_stats[v]
+        return Kt - Kt.mean(axis=1, keepdims=True) - col_means[None, :] + grand
+
+    def transform(self, views: Sequence[ArrayLike | None]) -> NDArray[np.float64]:
+        r"""Latent variables :math:`h` of new points.
+
+        With every view given this is eq. (6),
+        :math:`h = \Gamma^{-1} \sum_v U_v^\top \phi_v(x_v)` (dual:
+        :math:`U_v^\top \phi_v(x_v) = H^\top k_v(x_v)`). Views passed as
+        ``None`` are treated as missing and eliminated with eq. (7),
+        :math:`\phi_v = U_v h`, which gives
+
+        .. math::
+            h = \Bigl(\Gamma - \sum_{v \in \mathcal M} U_v^\top U_v\Bigr)^{-1}
+                \sum_{w \notin \mathcal M} U_w^\top \phi_w(x_w),
+
+        with :math:`U_v^\top U_v = H^\top K_v H` in the dual (the common core
+        of eqs. (15) and (16)). Test features and kernel vectors are centred
+        with the training means.
+
+        Parameters
+        ----------
+        views : list of array_like (m, d_v) or None
+            At least one view must be given.
+
+        Returns
+        -------
+        ndarray of shape (m, s)
+        """
+        self._check_fitted()
+        Xs = self._check_views(views, self.n_views_, allow_missing=True)
+        given = [v for v, X in enumerate(Xs) if X is not None]
+        if not given:
+            raise ValueError("at least one view must be given (all are None)")
+        for v in given:
+            if Xs[v].shape[1] != self.view_dims_[v]:  # type: ignore[union-attr]
+                raise ValueError(f"views[{v}] has {Xs[v].shape[1]} columns, "  # type: ignore[union-attr]
+                                 f"expected {self.view_dims_[v]} as in fit")
+        rhs = sum(self._projections(v, Xs[v]) for v in given)  # type: ignore[arg-type]
+        M = self.Gamma_ - sum((self._UtU[v] for v in range(self.n_views_) if Xs[v] is None),
+                              np.zeros_like(self.Gamma_))
+        return np.linalg.solve(M, np.asarray(rhs).T).T
+
+    def predict(self, views: Sequence[ArrayLike | None], target: int) -> NDArray[np.float64]:
+        r"""Infer view ``target`` of new points from the other views.
+
+        The latent :math:`h` comes from :meth:`transform` with the target view
+        missing; then eq. (15) (primal, :math:`\hat\phi_t = U_t h`) or eq. (16)
+        (dual, :math:`\hat k_t = K_t H h`, centred), and a pre-image:
+
+        * identity feature map / linear kernel: exact,
+          :math:`\hat x_t = \hat\phi_t + \bar\phi_t` (dual:
+          :math:`\hat\phi_t = \Phi_t^\top H h`);
+        * any other map or kernel: the kernel smoother
+          (:func:`mvkm.preimage.kernel_smoother`) on the predicted uncentred
+          kernel values with the training points. For a kernel, uncentring
+          needs the unknown mean :math:`\frac1n\sum_l k(\hat x, x_l)`, replaced
+          by the training grand mean.
+
+        Parameters
+        ----------
+        views : list of array_like (m, d_v) or None
+            ``views[target]`` may be None (it is ignored either way).
+        target : int
+            Index of the view to infer.
+
+        Returns
+        -------
+        ndarray of shape (m, d_target)
+        """
+        self._check_fitted()
+        if isinstance(target, bool) or not isinstance(target, Integral) \
+                or not 0 <= target < self.n_views_:
+            raise ValueError(f"target must be a view index in [0, {self.n_views_ - 1}], got {target!r}")
+        t = int(target)
+        if not isinstance(views, (list, tuple)):
+            raise ValueError("views must be a list of arrays (one n x d_v array per view), "
+                             f"got {type(views).__name__}")
+        views = list(views)
+        if len(views) != self.n_views_:
+            raise ValueError(f"expected {self.n_views_} views (as in fit), got {len(views)}")
+        views[t] = None
+        h = self.transform(views)
+        X_t = self._X_fit[t]
+        if self._kinds[t] == "map":
+            if self.formulation == "primal":
+                phi_c = h @ self.U_[t].T                         # eq. (15)
+            else:
+                phi_c = h @ self._PhiT_H[t].T                     # Phi_t^T H h
+            if isinstance(self._maps[t], Identity):
+                return phi_c + self._feature_means[t]
+            Phi_train = self._Phi_c[t] + self._feature_means[t]
+            k_hat = (phi_c + self._feature_means[t]) @ Phi_train.T
+            return kernel_smoother(k_hat, X_t)
+        k_c = h @ self._KH[t].T                                    # eq. (16): K_t H h
+        col_means, _ = self._kernel_stats[t]
+        return kernel_smoother(k_c + col_means[None, :], X_t)
