@@ -17,6 +17,7 @@ four, the inference of missing views (eqs. (15)-(16)) and pre-images.
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral
 from typing import Any, Sequence
 
@@ -28,7 +29,7 @@ from sklearn.exceptions import NotFittedError
 from ._validation import check_array, check_n_components, check_positive
 from .features import Identity
 from .kernels import Kernel, Linear, center_gram
-from .linalg import psd_sqrt, rotate_to_diagonal, top_eigh
+from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
 from .preimage import kernel_smoother
 
 __all__ = ["MultiViewRKM", "choose_algorithm"]
@@ -178,6 +179,16 @@ class MultiViewRKM(BaseEstimator):
         or the Cayley-Adam optimiser used by the source.
     progress : bool, default=False
         Show a progress bar during Stiefel training.
+    eig_method : {"auto", "covariance", "qr"}, default="auto"
+        How the primal applies :math:`C = \Phi^\top\Phi`. ``"covariance"``
+        forms the :math:`D \times D` matrix (eq. (10)) and hands it to the
+        solver: :math:`O(D^3)` for ``solver="eig"``. ``"qr"`` never forms it:
+        with the thin QR factorisation :math:`\Phi^\top = QR`,
+        :math:`C = Q (R R^\top) Q^\top`, so the eigenpairs of :math:`C` are
+        :math:`(\lambda, Q w)` for those of the :math:`n \times n` matrix
+        :math:`RR^\top` (exact, :math:`O(n^2 D)`); the Stiefel solver applies
+        :math:`C A = \Phi^\top(\Phi A)`. ``"auto"`` takes ``"qr"`` when
+        :math:`2n \le D`.
 
     Attributes
     ----------
@@ -227,7 +238,8 @@ class MultiViewRKM(BaseEstimator):
                  feature_maps: Sequence[Any] | None = None, formulation: str = "dual",
                  solver: str = "eig", rotate: bool = True, rescale: bool = True,
                  random_state: Any = None, *, tol: float = 1e-8, max_iter: int | None = None,
-                 stiefel_method: str = "cayley-bb", progress: bool = False) -> None:
+                 stiefel_method: str = "cayley-bb", progress: bool = False,
+                 eig_method: str = "auto") -> None:
         self.n_components = n_components
         self.kernels = kernels
         self.feature_maps = feature_maps
@@ -240,6 +252,7 @@ class MultiViewRKM(BaseEstimator):
         self.max_iter = max_iter
         self.stiefel_method = stiefel_method
         self.progress = progress
+        self.eig_method = eig_method
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
@@ -250,6 +263,8 @@ class MultiViewRKM(BaseEstimator):
         if self.stiefel_method not in _STIEFEL_METHODS:
             raise ValueError(f"stiefel_method must be one of {_STIEFEL_METHODS}, "
                              f"got {self.stiefel_method!r}")
+        if self.eig_method not in ("auto", "covariance", "qr"):
+            raise ValueError(f"eig_method must be 'auto', 'covariance' or 'qr', got {self.eig_method!r}")
         if self.kernels is not None and self.feature_maps is not None:
             raise ValueError("give kernels or feature_maps, not both")
         check_positive(self.tol, "tol")
@@ -306,7 +321,8 @@ class MultiViewRKM(BaseEstimator):
                 raise ValueError(
                     f"kernels[{v}] = {k!r} has no explicit feature map, so the primal "
                     "formulation cannot use it: use formulation='dual', or an explicit "
-                    "approximation such as feature_maps=[mvkm.RandomFourierFeatures(...), ...] "
+                    "approximation such as random Fourier features, "
+                    "feature_maps=[mvkm.RandomFourierFeatures(...), ...] "
                     "(see choose_algorithm, the flowchart)")
             else:
                 out.append(("kernel", k))
@@ -375,8 +391,13 @@ class MultiViewRKM(BaseEstimator):
                 f"(largest {self.eigenvalues_[0]:.3g}); use fewer components")
         return self
 
-    def _solve(self, B: Any, s: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Top-s solution (A, Gamma) of max Tr(A^T B A) on St(., s), by eig or on the manifold."""
+    def _solve(self, B: Any, s: int, *, size: int | None = None
+               ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Top-s solution (A, Gamma) of max Tr(A^T B A) on St(., s), by eig or on the manifold.
+
+        ``B`` is a symmetric matrix or, for the Stiefel solver only, a callable
+        ``X -> B @ X`` of ``size`` rows.
+        """
         if self.solver == "eig":
             lam, A = top_eigh(B, s, random_state=0 if self.random_state is None else self.random_state,
                               check_symmetric=False)
@@ -384,10 +405,10 @@ class MultiViewRKM(BaseEstimator):
         from .stiefel import maximize_trace  # torch is imported only for Stiefel training
 
         A_prime, history = maximize_trace(
-            B, s, method=self.stiefel_method, tol=self.tol, max_iter=self.max_iter,
+            B, s, method=self.stiefel_method, n=size, tol=self.tol, max_iter=self.max_iter,
             random_state=self.random_state, progress=self.progress, return_history=True,
             rotate=False)
-        BA = B @ A_prime
+        BA = B(A_prime) if callable(B) else B @ A_prime
         Gamma_prime = A_prime.T @ BA
         Gamma_prime = 0.5 * (Gamma_prime + Gamma_prime.T)
         self.stiefel_history_ = history
@@ -400,8 +421,22 @@ class MultiViewRKM(BaseEstimator):
 
     def _fit_primal(self, s: int) -> None:
         Phi = np.hstack(self._Phi_c)
-        C = Phi.T @ Phi                                        # eq. (10)
-        U_tilde, Gamma = self._solve(C, s)
+        n, D = Phi.shape
+        route = self.eig_method
+        if route == "auto":
+            route = "qr" if 2 * n <= D else "covariance"
+        if self.solver == "stiefel" and route == "qr":
+            # C = Phi^T Phi applied as two thin products, 4nDs flops instead of 2D^2 s
+            U_tilde, Gamma = self._solve(lambda A: Phi.T @ (Phi @ A), s, size=D)
+        elif route == "qr":
+            # C = Phi^T Phi = Q (R R^T) Q^T with Phi^T = QR (Q: D x n): the eigenpairs of C
+            # are (lam, Q w) for those (lam, w) of the n x n matrix R R^T, in O(n^2 D)
+            Q, R = np.linalg.qr(Phi.T, mode="reduced")
+            lam, W = top_eigh(R @ R.T, s, check_symmetric=False,
+                              random_state=0 if self.random_state is None else self.random_state)
+            U_tilde, Gamma = flip_signs(Q @ W), np.diag(lam)
+        else:
+            U_tilde, Gamma = self._solve(Phi.T @ Phi, s)       # eq. (10)
         U = U_tilde @ psd_sqrt(Gamma) if self.rescale else U_tilde
         self.U_tilde_ = U_tilde
         self.Gamma_ = Gamma
@@ -490,6 +525,14 @@ class MultiViewRKM(BaseEstimator):
         rhs = sum(self._projections(v, Xs[v]) for v in given)  # type: ignore[arg-type]
         M = self.Gamma_ - sum((self._UtU[v] for v in range(self.n_views_) if Xs[v] is None),
                               np.zeros_like(self.Gamma_))
+        cond = np.linalg.cond(M)
+        if cond > 1e12:
+            missing = [v for v in range(self.n_views_) if Xs[v] is None]
+            warnings.warn(
+                f"the given views {given} cannot determine the {M.shape[0]} latent components: "
+                f"Gamma - sum of U_v^T U_v over the missing views {missing} has condition number "
+                f"{cond:.2g}, so the inferred h is ill-posed; use fewer components or give more views",
+                RuntimeWarning, stacklevel=2)
         return np.linalg.solve(M, np.asarray(rhs).T).T
 
     def predict(self, views: Sequence[ArrayLike | None], target: int) -> NDArray[np.float64]:
@@ -504,9 +547,11 @@ class MultiViewRKM(BaseEstimator):
           :math:`\hat\phi_t = \Phi_t^\top H h`);
         * any other map or kernel: the kernel smoother
           (:func:`mvkm.preimage.kernel_smoother`) on the predicted uncentred
-          kernel values with the training points. For a kernel, uncentring
-          needs the unknown mean :math:`\frac1n\sum_l k(\hat x, x_l)`, replaced
-          by the training grand mean.
+          kernel values with the training points. For a kernel the predicted
+          feature is :math:`\hat\phi_t = \bar\phi_t + \Phi_{t,c}^\top \alpha`
+          with :math:`\alpha = H h`, whose uncentred kernel values are exactly
+          :math:`(K_{t,c}\alpha)_j + r_j + \alpha^\top(r - g 1)` (:math:`r`:
+          row means of the training Gram matrix, :math:`g`: its grand mean).
 
         Parameters
         ----------
@@ -544,5 +589,8 @@ class MultiViewRKM(BaseEstimator):
             k_hat = (phi_c + self._feature_means[t]) @ Phi_train.T
             return kernel_smoother(k_hat, X_t)
         k_c = h @ self._KH[t].T                                    # eq. (16): K_t H h
-        col_means, _ = self._kernel_stats[t]
-        return kernel_smoother(k_c + col_means[None, :], X_t)
+        col_means, grand = self._kernel_stats[t]
+        # uncentre exactly: phi_hat = mean + Phi_c^T alpha with alpha = H h gives
+        # k(x_j, x_hat) = (K_c alpha)_j + r_j + alpha^T (r - g 1)
+        shift = h @ (self.H_.T @ (col_means - grand))
+        return kernel_smoother(k_c + col_means[None, :] + shift[:, None], X_t)
