@@ -123,7 +123,10 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         *smallest* :math:`q \ge 1` whose maximum-likelihood noise level
         :math:`\sigma^2_{\mathrm{ML}}(q)` is at most ``sigma2`` (capped at
         ``r - 1``), so that fitting with ``sigma2=m.sigma2_`` gives back the
-        ``q`` of a model ``m`` fitted with ``n_components=q``. It always
+        ``q`` of a model ``m`` fitted with ``n_components=q``. This rule inverts
+        eq. 6; it is not the likelihood-optimal dimension for a fixed
+        :math:`\sigma^2`, which is :math:`\#\{p : \lambda_p / N > \sigma^2\}`
+        and never smaller (Part II, chapter 2, exercise on choosing q). It always
         satisfies :math:`\sigma^2 < \lambda_q / N` (Prop. 3). The model then
         uses the given :math:`\sigma^2`, not :math:`\sigma^2_{\mathrm{ML}}(q)`.
     kernel : callable, optional
@@ -191,7 +194,8 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     --------
     sklearn.decomposition.PCA : the primal model with the identity map
         (normalised by ``N - 1`` and ``d - q``: ``noise_variance_`` is
-        ``sigma2_ * N / (N - 1)`` when ``d < N``).
+        ``sigma2_ * N / (N - 1)`` when ``r = d < N``; with ``r < d``, e.g. a
+        constant feature, multiply also by ``(r - q) / (d - q)``).
     sklearn.decomposition.KernelPCA : the :math:`\sigma^2 \to 0` limit of the dual.
 
     References
