@@ -466,7 +466,7 @@ class MultiViewRKM(BaseEstimator):
         # K_v H for the kernel views (eq. (16)) and Phi_v^T H (= U_v by eq. (5)) for the
         # explicit ones: every prediction needs them
         self._KH = [KvH if self._kinds[v] == "kernel" else None for v, KvH in enumerate(KH)]
-        self._PhiT_H = [P.T @ H if P is not None else None for P in self._Phi_c]
+        self._PhiT_H: list[Any] = [P.T @ H if P is not None else None for P in self._Phi_c]
 
     # --------------------------------------------------------------- inference
     def _projections(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -518,11 +518,12 @@ class MultiViewRKM(BaseEstimator):
         given = [v for v, X in enumerate(Xs) if X is not None]
         if not given:
             raise ValueError("at least one view must be given (all are None)")
-        for v in given:
-            if Xs[v].shape[1] != self.view_dims_[v]:  # type: ignore[union-attr]
-                raise ValueError(f"views[{v}] has {Xs[v].shape[1]} columns, "  # type: ignore[union-attr]
+        present = {v: X for v, X in enumerate(Xs) if X is not None}
+        for v, X in present.items():
+            if X.shape[1] != self.view_dims_[v]:
+                raise ValueError(f"views[{v}] has {X.shape[1]} columns, "
                                  f"expected {self.view_dims_[v]} as in fit")
-        rhs = sum(self._projections(v, Xs[v]) for v in given)  # type: ignore[arg-type]
+        rhs = np.sum([self._projections(v, X) for v, X in present.items()], axis=0)
         M = self.Gamma_ - sum((self._UtU[v] for v in range(self.n_views_) if Xs[v] is None),
                               np.zeros_like(self.Gamma_))
         cond = np.linalg.cond(M)
