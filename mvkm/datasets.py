@@ -18,9 +18,9 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from ._validation import check_positive
+from ._validation import check_positive, check_random_state
 
-__all__ = ["sum_of_sines", "load_santafe", "load_mnist01"]
+__all__ = ["sum_of_sines", "load_santafe", "half_circle", "load_mnist01"]
 
 
 def sum_of_sines(n_samples: int = 500, *, dt: float = 0.01,
@@ -122,3 +122,35 @@ def load_mnist01(*, as_uint8: bool = False) -> tuple[NDArray[Any], NDArray[np.in
     if as_uint8:
         return X, y
     return X.astype(np.float64) / 255.0, y
+
+
+def half_circle(n_samples: int, random_state: Any = None, *, radius: float = 2.0,
+                noise: float = 0.15) -> NDArray[np.float64]:
+    r"""Noisy points on the upper half circle, the toy set of Part II.
+
+    Angles :math:`t_i \sim \mathcal U[0, \pi]` (sorted), points
+    :math:`r (\cos t_i, \sin t_i) + \epsilon_i` with
+    :math:`\epsilon_i \sim \mathcal N(0, \text{noise}^2 I_2)`. The angles are
+    drawn first, then the noise, from ``random_state``.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of points (>= 1).
+    random_state : None, int or numpy.random.Generator
+        A Generator is used (and advanced) as given.
+    radius : float, default=2.0
+    noise : float, default=0.15
+        Standard deviation of the isotropic Gaussian noise (>= 0).
+
+    Returns
+    -------
+    ndarray of shape (n_samples, 2)
+    """
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+    radius = check_positive(radius, "radius")
+    noise = check_positive(noise, "noise", strict=False)
+    rng = check_random_state(random_state)
+    t = np.sort(rng.uniform(0, np.pi, n_samples))
+    return radius * np.column_stack([np.cos(t), np.sin(t)]) + noise * rng.standard_normal((n_samples, 2))

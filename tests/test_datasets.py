@@ -87,3 +87,17 @@ def test_make_mnist01_extract_restores_bytes(tmp_path):
     assert out.read_bytes() == first                      # byte-identical regeneration
     with np.load(out) as f:
         assert np.array_equal(f["X"], X) and f["X"].dtype == np.uint8
+
+
+def test_half_circle_draws_angles_then_noise():
+    rng = np.random.default_rng(3)
+    t = np.sort(rng.uniform(0, np.pi, 30))
+    expected = 4.0 * np.column_stack([np.cos(t), np.sin(t)]) + 0.3 * rng.standard_normal((30, 2))
+    X = datasets.half_circle(30, np.random.default_rng(3), radius=4.0, noise=0.3)
+    assert np.array_equal(X, expected)
+    clean = datasets.half_circle(50, 0, noise=0.0)
+    assert np.allclose(np.linalg.norm(clean, axis=1), 2.0) and np.all(clean[:, 1] >= 0)
+    with pytest.raises(ValueError):
+        datasets.half_circle(0)
+    with pytest.raises(ValueError):
+        datasets.half_circle(5, noise=-1.0)
