@@ -205,6 +205,13 @@ def check_positive(value: Any, name: str, *, strict: bool = True) -> float:
     return value
 
 
+def check_count(value: Any, name: str) -> int:
+    """Check that ``value`` is an integer >= 1 (not a bool) and return it as an ``int``."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
 def check_n_components(n_components: Any, upper: int, name: str = "n_components",
                        *, what: str = "the matrix size") -> int:
     """Check ``1 <= n_components <= upper`` and return it as an ``int``."""

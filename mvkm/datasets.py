@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from ._validation import check_positive, check_random_state
+from ._validation import check_count, check_positive, check_random_state
 
 __all__ = ["sum_of_sines", "load_santafe", "half_circle", "load_mnist01"]
 
@@ -45,8 +45,7 @@ def sum_of_sines(n_samples: int = 500, *, dt: float = 0.01,
     -------
     ndarray of shape (n_samples,)
     """
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-        raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+    n_samples = check_count(n_samples, "n_samples")
     dt = check_positive(dt, "dt")
     f = np.asarray(frequencies, dtype=float).ravel()
     a = np.asarray(amplitudes, dtype=float).ravel()
@@ -147,8 +146,7 @@ def half_circle(n_samples: int, random_state: Any = None, *, radius: float = 2.0
     -------
     ndarray of shape (n_samples, 2)
     """
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-        raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+    n_samples = check_count(n_samples, "n_samples")
     radius = check_positive(radius, "radius")
     noise = check_positive(noise, "noise", strict=False)
     rng = check_random_state(random_state)

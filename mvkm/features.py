@@ -10,14 +10,13 @@ it represents exactly (:class:`Identity`) or approximates
 
 from __future__ import annotations
 
-from numbers import Integral
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from ._validation import check_array, check_positive, check_random_state
+from ._validation import check_array, check_count, check_positive, check_random_state
 from .kernels import RBF, Kernel, Linear
 
 __all__ = ["Identity", "RandomFourierFeatures", "Nystrom"]
@@ -36,12 +35,6 @@ def _check_n_features(est: Any, X: NDArray[Any]) -> None:
             f"X has {X.shape[1]} features, but {type(est).__name__} is expecting "
             f"{est.n_features_in_} features as input (the number seen in fit)"
         )
-
-
-def _check_count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 class Identity(TransformerMixin, BaseEstimator):
@@ -116,7 +109,7 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     def fit(self, X: ArrayLike, y: Any = None) -> "RandomFourierFeatures":
         """Sample the frequencies for inputs of ``X``'s dimension. Returns ``self``."""
         sigma = check_positive(self.sigma, "sigma")
-        D = _check_count(self.n_features, "n_features")
+        D = check_count(self.n_features, "n_features")
         X = check_array(X, "X")
         rng = check_random_state(self.random_state)
         d = X.shape[1]
@@ -188,7 +181,7 @@ class Nystrom(TransformerMixin, BaseEstimator):
         """Choose landmarks among the rows of ``X`` and factor their Gram matrix."""
         kernel = self._kernel()
         X = check_array(X, "X")
-        m = _check_count(self.n_landmarks, "n_landmarks")
+        m = check_count(self.n_landmarks, "n_landmarks")
         if m > X.shape[0]:
             raise ValueError(
                 f"n_landmarks must be at most the number of samples ({X.shape[0]}), got {m}"

@@ -24,6 +24,7 @@ from ._parallel import row_col_means
 from ._parallel import run_parallel as _run_parallel
 from ._validation import (
     check_array,
+    check_count,
     check_positive,
     check_same_n_features,
     check_square,
@@ -318,8 +319,7 @@ def centering_matrix(n: int) -> NDArray[np.float64]:
 
     For teaching and checking only: :func:`center_gram` never forms it.
     """
-    if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    n = check_count(n, "n")
     return np.eye(n) - np.full((n, n), 1.0 / n)
 
 

@@ -73,6 +73,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._validation import (
     check_array,
+    check_count,
     check_n_components,
     check_positive,
     check_random_state,
@@ -607,8 +608,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self, "sigma2_")
         self._check_output(output, preimage)
-        if isinstance(n_samples, bool) or not isinstance(n_samples, Integral) or n_samples < 1:
-            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+        n_samples = check_count(n_samples, "n_samples")
         rng = check_random_state(random_state)
         if self.formulation == "primal":
             z = rng.standard_normal((n_samples, self.n_components_))

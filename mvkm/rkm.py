@@ -26,7 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
-from ._validation import check_array, check_n_components, check_positive
+from ._validation import check_array, check_count, check_n_components, check_positive
 from .features import Identity
 from .kernels import Kernel, Linear, center_gram
 from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
@@ -88,24 +88,18 @@ def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit
     >>> choose_algorithm(10_000, explicit=False)
     'Algorithm 2'
     """
-    n = _check_count(n_samples, "n_samples")
+    n = check_count(n_samples, "n_samples")
     if parametric and not explicit:
         raise ValueError("parametric feature maps are explicit: parametric=True needs explicit=True")
     if not explicit:
         return "Algorithm 4" if stiefel else "Algorithm 2"
     if feature_dim is None:
         raise ValueError("feature_dim is required when the feature maps are explicit")
-    d_f = _check_count(feature_dim, "feature_dim")
+    d_f = check_count(feature_dim, "feature_dim")
     primal = d_f <= n
     if parametric or stiefel:
         return "Algorithm 3" if primal else "Algorithm 4"
     return "Algorithm 1" if primal else "Algorithm 2"
-
-
-def _check_count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def _as_2d(X: ArrayLike, name: str) -> NDArray[np.float64]:

@@ -40,6 +40,7 @@ from scipy.sparse.linalg import LinearOperator
 
 from ._validation import (
     check_array,
+    check_count,
     check_n_components,
     check_positive,
     check_random_state,
@@ -137,8 +138,7 @@ def random_stiefel(n: int, s: int, random_state: Any = None) -> NDArray[np.float
     A : ndarray of shape (n, s)
         ``A.T @ A == I`` up to round-off.
     """
-    if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    n = check_count(n, "n")
     s = check_n_components(s, int(n), "s", what="the number of rows n")
     rng = check_random_state(random_state)
     Q, R = np.linalg.qr(rng.standard_normal((int(n), s)))
@@ -610,8 +610,8 @@ def _as_operator(B: Any, n: Any) -> tuple[int, Callable[[NDArray[np.float64]], A
     return size, matmat, dense
 
 
-def _check_device(device: Any) -> torch.device | None:
-    """``None`` for the numpy CPU path, else the torch device (checked to exist)."""
+def _check_device(device: Any) -> torch.device:
+    """The torch device, checked to exist (``"cpu"`` selects the numpy path of "cayley-bb")."""
     try:
         dev = torch.device(device)
     except (TypeError, RuntimeError) as exc:
@@ -796,15 +796,14 @@ def maximize_trace(
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    if n is not None and (isinstance(n, bool) or not isinstance(n, Integral) or n < 1):
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if n is not None:
+        n = check_count(n, "n")
     size, matmat, Bd = _as_operator(B, None if n is None else int(n))
     s = check_n_components(n_components, size, what="the size n of B")
     tol = check_positive(tol, "tol")
     if max_iter is None:
         max_iter = _DEFAULT_MAX_ITER[method]
-    if isinstance(max_iter, bool) or not isinstance(max_iter, Integral) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    max_iter = check_count(max_iter, "max_iter")
     if lr is not None:
         lr = check_positive(lr, "lr")
     dev = _check_device(device)
@@ -891,7 +890,7 @@ def _cayley_bb(apply_B: Callable[[Any], Any], X: Any, ops: _Ops, *, tol: float,
     s = X.shape[1]
     eye = ops.eye(s)
 
-    def evaluate(Y: Any) -> tuple[Any, Any, Any, float, float, float]:
+    def evaluate(Y: Any) -> tuple[Any, Any, float, float, float]:
         BY = apply_B(Y)
         Gam = Y.T @ BY
         Gam = 0.5 * (Gam + Gam.T)
@@ -901,9 +900,9 @@ def _cayley_bb(apply_B: Callable[[Any], Any], X: Any, ops: _Ops, *, tol: float,
         R = R - Y @ (Y.T @ R)
         nR2 = float((R * R).sum())
         nBY = math.sqrt(float((BY * BY).sum()))
-        return BY, Gam, R, float(Gam.trace()), nR2, nBY
+        return Gam, R, float(Gam.trace()), nR2, nBY
 
-    BX, Gam, R, f, nR2, nBX = evaluate(X)
+    Gam, R, f, nR2, nBX = evaluate(X)
     n_products = 1
     rel = math.sqrt(nR2) / max(nBX, tiny)
     objective, grad_norm, steps = [f], [rel], []
@@ -917,7 +916,7 @@ def _cayley_bb(apply_B: Callable[[Any], Any], X: Any, ops: _Ops, *, tol: float,
         twoX = 2.0 * X
         for trial in range(max_backtrack):
             Y = (twoX + tau * R) @ ops.inv_spd(eye + (0.25 * tau * tau) * S) - X
-            BY, Gam_new, R_new, f_new, nR2_new, nBY = evaluate(Y)
+            Gam_new, R_new, f_new, nR2_new, nBY = evaluate(Y)
             n_products += 1
             if f_new >= C + 2.0 * rho * tau * nR2 or trial == max_backtrack - 1:
                 break
@@ -930,7 +929,7 @@ def _cayley_bb(apply_B: Callable[[Any], Any], X: Any, ops: _Ops, *, tol: float,
         SS = float((dX * dX).sum())
         SY = abs(float((dX * dR).sum()))
         YY = float((dR * dR).sum())
-        X, BX, Gam, R, f, nR2, nBX = Y, BY, Gam_new, R_new, f_new, nR2_new, nBY
+        X, Gam, R, f, nR2, nBX = Y, Gam_new, R_new, f_new, nR2_new, nBY
         rel = math.sqrt(nR2) / max(nBX, tiny)
         objective.append(f)
         grad_norm.append(rel)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validation import check_array
+from ._validation import check_array, check_count
 
 __all__ = ["lag_embed", "recursive_forecast"]
 
@@ -91,8 +91,7 @@ def recursive_forecast(model: Any, history: ArrayLike, n_steps: int, *,
     if len(dims) != 2 or dims[1] != 1:
         raise ValueError(f"recursive_forecast needs a two-view model whose second view is the "
                          f"next value (one column), got view dimensions {list(dims)}")
-    if isinstance(n_steps, bool) or not isinstance(n_steps, Integral) or n_steps < 1:
-        raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}")
+    n_steps = check_count(n_steps, "n_steps")
     window_len = int(dims[0])
     x = _series(history, "history")
     if x.size < window_len:
