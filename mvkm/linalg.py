@@ -58,10 +58,21 @@ def flip_signs(V: ArrayLike) -> NDArray[np.float64]:
     V_flipped : ndarray of shape (n, s)
     """
     V = check_array(V, "V")
+    return V * sign_convention(V)
+
+
+def sign_convention(V: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The signs (+1 or -1, one per column) that :func:`flip_signs` applies to ``V``.
+
+    Use it to flip a pair of factors consistently, e.g. both ``U`` and ``Vt``
+    of an SVD.
+    """
+    if V.shape[1] == 0:
+        return np.ones(0)
     idx = np.argmax(np.abs(V), axis=0)
     signs = np.sign(V[idx, np.arange(V.shape[1])])
     signs[signs == 0] = 1.0
-    return V * signs
+    return signs
 
 
 def psd_sqrt(A: ArrayLike, *, inverse: bool = False, rcond: float | None = None) -> NDArray[np.float64]:

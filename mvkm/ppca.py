@@ -81,7 +81,7 @@ from ._validation import (
 )
 from .features import Identity
 from .kernels import Linear, center_gram, center_test_gram
-from .linalg import flip_signs
+from .linalg import flip_signs, sign_convention
 from .preimage import kernel_smoother, stable_kernel_smoother
 
 __all__ = ["KernelPPCA", "PSD_RTOL"]
@@ -305,7 +305,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             scale = max(float(lam[0]), float(np.einsum("ij,ij->i", Phi, Phi).max()))
             r = int(np.sum(lam > max(N, Phi.shape[1]) * np.finfo(float).eps * scale))
             # sign convention on e_p = Phi_c v_p / sqrt(lambda_p), as in the dual
-            signs = _column_signs(U[:, :r])
+            signs = sign_convention(U[:, :r])
             E = U[:, :r] * signs
             self.components_ = Vt[:r] * signs[:, None]
             self.Phi_fit_ = Phi
@@ -751,12 +751,3 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
                 stacklevel=3)
         return stable_kernel_smoother(k, self.X_fit_, tau=t)
 
-
-def _column_signs(U: Array) -> Array:
-    """Signs that make the largest-magnitude entry of each column of ``U`` positive (flip_signs)."""
-    if U.shape[1] == 0:
-        return np.ones(0)
-    idx = np.argmax(np.abs(U), axis=0)
-    s = np.sign(U[idx, np.arange(U.shape[1])])
-    s[s == 0] = 1.0
-    return s
