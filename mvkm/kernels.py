@@ -40,6 +40,7 @@ __all__ = [
     "centering_matrix",
     "center_gram",
     "center_test_gram",
+    "uncenter_kernel_values",
 ]
 
 
@@ -411,9 +412,53 @@ def center_test_gram(K_test: ArrayLike, K_train: ArrayLike) -> NDArray[np.float6
             "K_test must have one column per training point: got K_test of shape "
             f"{K_test.shape} and K_train of shape {K_train.shape}"
         )
-    col = K_train.mean(axis=0)
-    grand = col.mean()
+    return _center_test_rows(K_test, K_train.mean(axis=0))
+
+
+def _center_test_rows(K_test: NDArray[np.float64],
+                      train_means: NDArray[np.float64]) -> NDArray[np.float64]:
+    """:func:`center_test_gram` from the column means of the training Gram matrix alone."""
     Kc = K_test - K_test.mean(axis=1)[:, None]
-    Kc -= col[None, :]
-    Kc += grand
+    Kc -= train_means[None, :]
+    Kc += train_means.mean()
     return Kc
+
+
+def uncenter_kernel_values(Kc_alpha: ArrayLike, alpha: ArrayLike,
+                           train_means: ArrayLike) -> NDArray[np.float64]:
+    r"""Uncentred kernel values of points given by dual coefficients.
+
+    A point :math:`\hat\phi = ar\phi + \Phi_c^	op lpha` of the span of the
+    centred training features (a reconstruction, a prediction or a sample of a
+    dual model) has centred kernel values :math:`K_c lpha` with the training
+    points; its uncentred ones are
+
+    .. math::
+        k(x_i, \hat x) = \phi_i^	op \hat\phi
+        = (K_c lpha)_i + m_i + lpha^	op (m - ar m 1),
+
+    with :math:`m_i = rac1n \sum_j k(x_i, x_j) = \phi_i^	op ar\phi` and
+    :math:`ar m = rac1n \sum_i m_i = ar\phi^	opar\phi` (expand
+    :math:`\phi_i^	op \hat\phi` with :math:`\phi_i = ar\phi + (\phi_i - ar\phi)`).
+    These are what a kernel-smoother pre-image needs.
+
+    Parameters
+    ----------
+    Kc_alpha : array_like of shape (m, n)
+        Rows :math:`(K_c lpha)^	op`, one per point.
+    alpha : array_like of shape (m, n)
+        The dual coefficients of each point.
+    train_means : array_like of shape (n,)
+        :math:`m`, the row (= column) means of the uncentred training Gram matrix.
+
+    Returns
+    -------
+    ndarray of shape (m, n)
+    """
+    Kc_alpha = check_array(Kc_alpha, "Kc_alpha")
+    alpha = check_array(alpha, "alpha")
+    m = check_array(train_means, "train_means", ndim=1)
+    if not (Kc_alpha.shape == alpha.shape and alpha.shape[1] == m.shape[0]):
+        raise ValueError(f"Kc_alpha {Kc_alpha.shape} and alpha {alpha.shape} must have the same "
+                         f"shape (m, n) with n = len(train_means) = {m.shape[0]}")
+    return Kc_alpha + m[None, :] + (alpha @ (m - m.mean()))[:, None]

@@ -80,7 +80,7 @@ from ._validation import (
     check_symmetric,
 )
 from .features import Identity
-from .kernels import Linear, center_gram, center_test_gram
+from .kernels import Linear, center_gram, center_test_gram, uncenter_kernel_values
 from .linalg import flip_signs, sign_convention
 from .preimage import kernel_smoother, stable_kernel_smoother
 
@@ -311,7 +311,6 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self.Phi_fit_ = Phi
             self._diag_scale = float(np.mean(np.einsum("ij,ij->i", Phi, Phi)))
             self._row_means = Phi @ self.mean_          # m_i = phi_i^T mu = mean_j k(x_i, x_j)
-            self._grand_mean = float(self.mean_ @ self.mean_)
         else:
             K = self._gram(X, None)
             K = check_symmetric(K, "K")
@@ -333,7 +332,6 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             E = flip_signs(evecs[:, :r]) if r else evecs[:, :0]
             self._diag_scale = float(np.mean(np.diagonal(K)))
             self._row_means = K.mean(axis=1)
-            self._grand_mean = float(self._row_means.mean())
         self.rank_ = r
         self.eigenvalues_ = np.asarray(lam[:r], dtype=np.float64).copy()
         self.eigenvectors_ = np.ascontiguousarray(E)
@@ -726,8 +724,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             X = self.X_fit_
             xbar = X.mean(axis=0)
             return xbar + a @ (X - xbar)
-        m = self._row_means
-        k = kc + m + (a @ (m - self._grand_mean))[:, None]   # uncentred k(x_i, x_hat)
+        k = uncenter_kernel_values(kc, a, self._row_means)  # uncentred k(x_i, x_hat)
         return self._smooth(k, preimage, tau)
 
     def _smooth(self, k: Array, preimage: str, tau: float | None) -> Array:
@@ -750,4 +747,3 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
                 "stabilised pre-image is pulled toward the training mean", RuntimeWarning,
                 stacklevel=3)
         return stable_kernel_smoother(k, self.X_fit_, tau=t)
-

@@ -28,7 +28,7 @@ from sklearn.exceptions import NotFittedError
 
 from ._validation import check_array, check_count, check_n_components, check_positive
 from .features import Identity
-from .kernels import Kernel, Linear, center_gram
+from .kernels import Kernel, Linear, _center_test_rows, center_gram, uncenter_kernel_values
 from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
 from .preimage import kernel_smoother
 
@@ -356,7 +356,7 @@ class MultiViewRKM(BaseEstimator):
         self._kernels: list[Any] = [None] * V
         self._feature_means: list[Any] = [None] * V
         self._Phi_c: list[Any] = [None] * V
-        self._kernel_stats: list[Any] = [None] * V
+        self._kernel_means: list[Any] = [None] * V
         for v, (kind, obj) in enumerate(specs):
             if kind == "map":
                 Phi = np.asarray(obj.fit(Xs[v]).transform(Xs[v]), dtype=np.float64)
@@ -447,8 +447,7 @@ class MultiViewRKM(BaseEstimator):
                 Kc = self._Phi_c[v] @ self._Phi_c[v].T
             else:
                 Kv = self._kernels[v](self._X_fit[v])
-                col_means = Kv.mean(axis=0)
-                self._kernel_stats[v] = (col_means, float(col_means.mean()))
+                self._kernel_means[v] = Kv.mean(axis=0)
                 Kc = center_gram(Kv, copy=False)
             grams.append(Kc)
             K += Kc
@@ -477,9 +476,7 @@ class MultiViewRKM(BaseEstimator):
 
     def _centred_kernel(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:
         """Test kernel rows centred with the *training* means (as center_test_gram)."""
-        Kt = self._kernels[v](X, self._X_fit[v])
-        col_means, grand = self._kernel_stats[v]
-        return Kt - Kt.mean(axis=1, keepdims=True) - col_means[None, :] + grand
+        return _center_test_rows(self._kernels[v](X, self._X_fit[v]), self._kernel_means[v])
 
     def transform(self, views: Sequence[ArrayLike | None]) -> NDArray[np.float64]:
         r"""Latent variables :math:`h` of new points.
@@ -584,8 +581,6 @@ class MultiViewRKM(BaseEstimator):
             k_hat = (phi_c + self._feature_means[t]) @ Phi_train.T
             return kernel_smoother(k_hat, X_t)
         k_c = h @ self._KH[t].T                                    # eq. (16): K_t H h
-        col_means, grand = self._kernel_stats[t]
-        # uncentre exactly: phi_hat = mean + Phi_c^T alpha with alpha = H h gives
-        # k(x_j, x_hat) = (K_c alpha)_j + r_j + alpha^T (r - g 1)
-        shift = h @ (self.H_.T @ (col_means - grand))
-        return kernel_smoother(k_c + col_means[None, :] + shift[:, None], X_t)
+        # phi_hat = mean + Phi_c^T alpha with alpha = H h: uncentre exactly
+        k_hat = uncenter_kernel_values(k_c, h @ self.H_.T, self._kernel_means[t])
+        return kernel_smoother(k_hat, X_t)

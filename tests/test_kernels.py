@@ -392,3 +392,21 @@ def test_blockwise_passes_cover_every_row(monkeypatch, threaded):
     np.testing.assert_allclose(K, np.exp(-cdist(X, X) / 2.0), atol=1e-14)
     np.testing.assert_allclose(kmod.center_gram(K), kmod.centering_matrix(37) @ K @ kmod.centering_matrix(37),
                                atol=1e-13)
+
+
+def test_uncenter_kernel_values_matches_explicit_features():
+    from mvkm.kernels import uncenter_kernel_values
+
+    rng = np.random.default_rng(7)
+    Phi = rng.standard_normal((9, 4)) + 2.0          # explicit features, non-zero mean
+    mean = Phi.mean(axis=0)
+    Phi_c = Phi - mean
+    alpha = rng.standard_normal((3, 9))
+    phi_hat = mean + alpha @ Phi_c                   # points of the centred span
+    K = Phi @ Phi.T
+    Kc_alpha = alpha @ (Phi_c @ Phi_c.T)             # K_c symmetric
+    got = uncenter_kernel_values(Kc_alpha, alpha, K.mean(axis=0))
+    # independent: the inner products phi_i^T phi_hat; round-off ~ 1e-15 * |K|
+    assert np.allclose(got, phi_hat @ Phi.T, atol=1e-12 * np.abs(K).max())
+    with pytest.raises(ValueError, match="same shape"):
+        uncenter_kernel_values(Kc_alpha[:, :5], alpha, K.mean(axis=0))
