@@ -428,24 +428,24 @@ def uncenter_kernel_values(Kc_alpha: ArrayLike, alpha: ArrayLike,
                            train_means: ArrayLike) -> NDArray[np.float64]:
     r"""Uncentred kernel values of points given by dual coefficients.
 
-    A point :math:`\hat\phi = ar\phi + \Phi_c^	op lpha` of the span of the
+    A point :math:`\hat\phi = \bar\phi + \Phi_c^\top \alpha` of the span of the
     centred training features (a reconstruction, a prediction or a sample of a
-    dual model) has centred kernel values :math:`K_c lpha` with the training
+    dual model) has centred kernel values :math:`K_c \alpha` with the training
     points; its uncentred ones are
 
     .. math::
-        k(x_i, \hat x) = \phi_i^	op \hat\phi
-        = (K_c lpha)_i + m_i + lpha^	op (m - ar m 1),
+        k(x_i, \hat x) = \phi_i^\top \hat\phi
+        = (K_c \alpha)_i + m_i + \alpha^\top (m - \bar m 1),
 
-    with :math:`m_i = rac1n \sum_j k(x_i, x_j) = \phi_i^	op ar\phi` and
-    :math:`ar m = rac1n \sum_i m_i = ar\phi^	opar\phi` (expand
-    :math:`\phi_i^	op \hat\phi` with :math:`\phi_i = ar\phi + (\phi_i - ar\phi)`).
+    with :math:`m_i = \frac1n \sum_j k(x_i, x_j) = \phi_i^\top \bar\phi` and
+    :math:`\bar m = \frac1n \sum_i m_i = \bar\phi^\top\bar\phi` (expand
+    :math:`\phi_i^\top \hat\phi` with :math:`\phi_i = \bar\phi + (\phi_i - \bar\phi)`).
     These are what a kernel-smoother pre-image needs.
 
     Parameters
     ----------
     Kc_alpha : array_like of shape (m, n)
-        Rows :math:`(K_c lpha)^	op`, one per point.
+        Rows :math:`(K_c \alpha)^\top`, one per point.
     alpha : array_like of shape (m, n)
         The dual coefficients of each point.
     train_means : array_like of shape (n,)
