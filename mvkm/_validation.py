@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "check_array",
+    "check_not_sparse",
     "check_square",
     "check_symmetric",
     "check_sparse_symmetric",
@@ -66,13 +67,25 @@ def check_array(
     """
     if X is None:
         raise TypeError(f"{name} must be an array, got None")
-    if np.iscomplexobj(X):
+    check_not_sparse(X, name)
+    try:
+        raw = np.asarray(X)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {type(X).__name__}") from exc
+    if raw.dtype.kind in "USa" or (raw.dtype == object and any(
+            isinstance(v, (str, bytes)) for v in raw.ravel())):
+        raise TypeError(
+            f"{name} must be a numeric array, got strings (dtype {raw.dtype}); convert "
+            "them to numbers explicitly, e.g. X.astype(float)"
+        )
+    if np.iscomplexobj(raw) or (raw.dtype == object and any(
+            isinstance(v, (complex, np.complexfloating)) for v in raw.ravel())):
         raise ValueError(f"{name} must be real-valued, got a complex array")
     try:
-        arr = np.asarray(X, dtype=dtype)
+        arr = np.asarray(raw, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise TypeError(
-            f"{name} must be a numeric array, got {type(X).__name__}"
+            f"{name} must be a numeric array, got {type(X).__name__} of dtype {raw.dtype}"
         ) from exc
     if arr.ndim != ndim:
         raise ValueError(
@@ -85,6 +98,17 @@ def check_array(
     if not allow_nan and not np.isfinite(arr.sum()) and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
     return np.ascontiguousarray(arr)
+
+
+def check_not_sparse(X: Any, name: str = "X") -> None:
+    """Raise the package's one error for a scipy sparse matrix where a dense array is needed."""
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        raise TypeError(
+            f"{name}: sparse input is not supported (got {type(X).__name__}); pass a dense "
+            "array, e.g. X.toarray()"
+        )
 
 
 #: Relative asymmetry, max|K - K^T| / max|K|, tolerated in a "symmetric" matrix.

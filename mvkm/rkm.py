@@ -26,7 +26,13 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
-from ._validation import check_array, check_count, check_n_components, check_positive
+from ._validation import (
+    check_array,
+    check_count,
+    check_n_components,
+    check_not_sparse,
+    check_positive,
+)
 from .features import Identity
 from .kernels import Kernel, Linear, _center_test_rows, center_gram, uncenter_kernel_values
 from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
@@ -104,6 +110,7 @@ def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit
 
 def _as_2d(X: ArrayLike, name: str) -> NDArray[np.float64]:
     """A view as an n x d float array (1-D input is one column)."""
+    check_not_sparse(X, name)
     arr = np.asarray(X)
     if arr.ndim == 1:
         arr = arr[:, None]

@@ -46,3 +46,70 @@ def test_no_control_characters_in_imported_docstrings():
 
     for _, obj in inspect.getmembers(mvkm.kernels, inspect.isfunction):
         assert not _CONTROL.search((obj.__doc__ or "").replace("\n", " ")), obj.__name__
+
+
+# ---------------------------------------------------------------- item 4
+def test_nystrom_with_a_zero_landmark_gram_raises():
+    with pytest.raises(ValueError, match="landmark Gram matrix"):
+        mvkm.Nystrom(mvkm.Linear(), 3, random_state=0).fit(np.zeros((5, 2)))
+
+
+# ---------------------------------------------------------------- item 5
+def _bad_inputs():
+    import scipy.sparse as sp
+
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    return X, sp.csr_matrix(X), X.astype(str)
+
+
+@pytest.mark.parametrize("call", [
+    lambda A: mvkm.kernels.RBF(1.0)(A),
+    lambda A: mvkm.MultiViewRKM(1).fit([A, A]),
+    lambda A: mvkm.KernelPPCA(n_components=1).fit(A),
+    lambda A: mvkm.Identity().fit(A),
+])
+def test_sparse_input_is_refused_with_the_same_words_everywhere(call):
+    _, S, _ = _bad_inputs()
+    with pytest.raises(TypeError, match="sparse input is not supported"):
+        call(S)
+
+
+@pytest.mark.parametrize("call", [
+    lambda A: mvkm.kernels.RBF(1.0)(A),
+    lambda A: mvkm.MultiViewRKM(1).fit([A, A]),
+    lambda A: mvkm.KernelPPCA(n_components=1).fit(A),
+])
+def test_strings_of_numbers_are_refused(call):
+    _, _, Xs = _bad_inputs()
+    with pytest.raises(TypeError, match="strings"):
+        call(Xs)
+
+
+def test_complex_check_after_conversion():
+    # a list of complex numbers (not an ndarray): np.iscomplexobj(list) is False before conversion
+    from mvkm._validation import check_array
+
+    with pytest.raises(ValueError, match="real-valued"):
+        check_array([[1 + 1j, 2.0]], "X")
+    with pytest.raises(ValueError, match="real-valued"):
+        check_array(np.array([[1 + 0j, 2.0]], dtype=object), "X")
+
+
+# ---------------------------------------------------------------- item 6
+def test_refit_starts_from_a_clean_state():
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(30, 3)), rng.normal(size=(30, 2))
+    model = mvkm.MultiViewRKM(2, formulation="primal").fit([X, Y])
+    assert hasattr(model, "U_") and hasattr(model, "U_tilde_")
+    model.set_params(formulation="dual").fit([X, Y])
+    assert not hasattr(model, "U_") and not hasattr(model, "U_tilde_")
+    model.set_params(solver="stiefel").fit([X, Y])
+    assert hasattr(model, "stiefel_history_")
+    model.set_params(solver="eig").fit([X, Y])
+    assert not any(hasattr(model, a) for a in ("stiefel_history_", "Gamma_prime_", "components_prime_"))
+    # KernelPPCA: primal attributes do not survive a dual refit, and vice versa
+    ppca = mvkm.KernelPPCA(n_components=1, formulation="primal").fit(X)
+    ppca.set_params(formulation="dual").fit(X)
+    assert not any(hasattr(ppca, a) for a in ("W_", "mean_", "components_", "Phi_fit_"))
+    ppca.set_params(formulation="primal").fit(X)
+    assert not any(hasattr(ppca, a) for a in ("A_", "K_fit_"))
