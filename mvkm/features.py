@@ -178,7 +178,13 @@ class Nystrom(TransformerMixin, BaseEstimator):
         return k
 
     def fit(self, X: ArrayLike, y: Any = None) -> "Nystrom":
-        """Choose landmarks among the rows of ``X`` and factor their Gram matrix."""
+        """Choose landmarks among the rows of ``X`` and factor their Gram matrix.
+
+        Raises
+        ------
+        ValueError
+            If the landmark Gram matrix has no positive eigenvalue (0 features).
+        """
         kernel = self._kernel()
         X = check_array(X, "X")
         m = check_count(self.n_landmarks, "n_landmarks")
@@ -191,7 +197,14 @@ class Nystrom(TransformerMixin, BaseEstimator):
         self.landmarks_ = X[idx].copy()
         Kmm = kernel(self.landmarks_)
         evals, evecs = np.linalg.eigh(0.5 * (Kmm + Kmm.T))
-        keep = evals > evals.max() * m * np.finfo(float).eps
+        top = float(evals.max())
+        if not np.all(np.isfinite(evals)) or not top > 0.0:
+            raise ValueError(
+                f"the landmark Gram matrix kernel(landmarks) has no positive eigenvalue "
+                f"(largest {top:.3g}): the Nystrom map would have 0 features; check the "
+                "kernel and the data (e.g. a linear kernel on all-zero rows)"
+            )
+        keep = evals > top * m * np.finfo(float).eps
         self.normalization_ = evecs[:, keep] / np.sqrt(evals[keep])
         self.n_features_in_ = X.shape[1]
         self.n_features_out_ = int(keep.sum())
