@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 __all__ = [
     "check_array",
     "check_not_sparse",
+    "reset_fitted",
     "check_square",
     "check_symmetric",
     "check_sparse_symmetric",
@@ -109,6 +110,17 @@ def check_not_sparse(X: Any, name: str = "X") -> None:
             f"{name}: sparse input is not supported (got {type(X).__name__}); pass a dense "
             "array, e.g. X.toarray()"
         )
+
+
+def reset_fitted(estimator: Any) -> None:
+    """Delete the fitted attributes (names ending in ``_``) of ``estimator``.
+
+    Called first by every ``fit``: a refit with other parameters (another
+    formulation or solver) must not leave attributes of the previous fit behind.
+    Parameters (set in ``__init__``) never end in ``_`` and are kept.
+    """
+    for attr in [a for a in vars(estimator) if a.endswith("_") and not a.startswith("__")]:
+        delattr(estimator, attr)
 
 
 #: Relative asymmetry, max|K - K^T| / max|K|, tolerated in a "symmetric" matrix.

@@ -78,6 +78,7 @@ from ._validation import (
     check_positive,
     check_random_state,
     check_symmetric,
+    reset_fitted,
 )
 from .features import Identity
 from .kernels import Linear, center_gram, center_test_gram, uncenter_kernel_values
@@ -290,6 +291,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             not below the rank of :math:`K_c`, or ``sigma2 >= lambda_1 / N``.
         """
         self._check_params()
+        reset_fitted(self)
         X = check_array(X, "X")
         N = X.shape[0]
         self._fit_feature_map(X)

@@ -30,6 +30,7 @@ from ._validation import (
     check_array,
     check_count,
     check_n_components,
+    reset_fitted,
     check_not_sparse,
     check_positive,
 )
@@ -348,6 +349,7 @@ class MultiViewRKM(BaseEstimator):
         self
         """
         self._check_params()
+        reset_fitted(self)
         Xs = self._check_views(views)
         n = Xs[0].shape[0]  # type: ignore[union-attr]
         V = len(Xs)
