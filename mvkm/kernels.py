@@ -215,18 +215,78 @@ class Linear(Kernel):
     r"""The linear kernel :math:`k(x, y) = x^\top y` (feature map: the identity)."""
 
     def _gram(self, X, Y):
-        return X @ (X if Y is None else Y).T
+        with np.errstate(over="ignore", invalid="ignore"):
+            K = X @ (X if Y is None else Y).T
+        return _check_finite_gram(K, self)
 
     def diag(self, X: ArrayLike) -> NDArray[np.float64]:
         Xa = check_array(X, "X")
         return np.einsum("ij,ij->i", Xa, Xa)
 
 
+# Squared norms of rows are safe from overflow while (max|x_ij| / scale)^2 * 4 d stays below this.
+_OVERFLOW_GUARD = 1e300
+
+
+def _max_abs(X: NDArray[np.float64], Y: NDArray[np.float64] | None) -> float:
+    s = float(np.max(np.abs(X)))
+    return s if Y is None else max(s, float(np.max(np.abs(Y))))
+
+
+def _check_finite_gram(K: NDArray[np.float64], kernel: "Kernel") -> NDArray[np.float64]:
+    """Raise a ``ValueError`` naming the kernel if the Gram matrix overflowed."""
+    if not np.isfinite(K.sum()) and not np.all(np.isfinite(K)):
+        raise ValueError(
+            f"the Gram matrix of {kernel!r} is not finite: the inputs X (and Y) are too large "
+            "for float64 in this kernel (an entry overflowed); rescale the data"
+        )
+    return K
+
+
 class _RadialKernel(Kernel):
-    r"""A kernel of the distance :math:`\|x - y\|` with a length scale ``sigma``, equal to 1 at 0."""
+    r"""A kernel of the distance :math:`\|x - y\|` with a length scale ``sigma``, equal to 1 at 0.
+
+    Inputs so large (or ``sigma`` so small) that :math:`\|x\|^2 / \sigma^2` would
+    overflow are handled by scaling first: with :math:`s = \max|x_{ij}|`, the
+    distances of :math:`x / s` are computed and the exponent
+    :math:`\|x - y\|^p / (c\,\sigma^p)` is assembled in logarithms,
+    :math:`\exp(\log(\|x/s - y/s\|^p / c) + p \log(s / \sigma))`, which is
+    finite or overflows to :math:`+\infty` (a kernel value of exactly 0), never NaN.
+    Ordinary inputs take the direct path.
+    """
+
+    #: the exponent is ||x - y||^_POWER / (_DIVISOR sigma^_POWER)
+    _POWER: float = 2.0
+    _DIVISOR: float = 2.0
 
     def __init__(self, sigma: float = 1.0) -> None:
         self.sigma = check_positive(sigma, "sigma")
+
+    def _needs_rescaling(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None,
+                         unit: float) -> tuple[bool, float]:
+        """Whether squared norms of ``X / unit`` could overflow; also ``max|x_ij|``."""
+        s = _max_abs(X, Y)
+        ratio = s / unit
+        return not (np.isfinite(ratio) and ratio * ratio * 4 * X.shape[1] < _OVERFLOW_GUARD), s
+
+    def _gram_rescaled(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None,
+                       s: float) -> NDArray[np.float64]:
+        """The Gram matrix through the distances of ``X / s`` and the exponent in logarithms."""
+        log_scale = self._POWER * (np.log(s) - np.log(self.sigma))
+        half_power = 0.5 * self._POWER
+        log_div = np.log(self._DIVISOR)
+
+        def to_kernel(tile):
+            with np.errstate(divide="ignore", over="ignore"):
+                np.log(tile, out=tile)                        # log 0 = -inf: kernel value 1
+                tile *= half_power
+                tile += log_scale - log_div
+                np.exp(tile, out=tile)                        # the exponent, maybe +inf
+            np.negative(tile, out=tile)
+            np.exp(tile, out=tile)
+
+        return _squared_distances(X / s, None if Y is None else Y / s, refine=True,
+                                  post=to_kernel)
 
     def diag(self, X: ArrayLike) -> NDArray[np.float64]:
         return np.ones(check_array(X, "X").shape[0])
@@ -243,6 +303,9 @@ class RBF(_RadialKernel):
     """
 
     def _gram(self, X, Y):
+        rescale, s = self._needs_rescaling(X, Y, self.sigma)
+        if rescale:
+            return self._gram_rescaled(X, Y, s)
         # With z = x / sigma the exponent is z_i^T z_j - |z_i|^2/2 - |z_j|^2/2
         # = -|x_i - x_j|^2 / (2 sigma^2): per tile one product, one subtraction,
         # a clip at 0 and an exp. No cancellation refinement is needed: an
@@ -275,7 +338,13 @@ class Laplacian(_RadialKernel):
         Length scale :math:`\sigma > 0`.
     """
 
+    _POWER = 1.0
+    _DIVISOR = 1.0
+
     def _gram(self, X, Y):
+        rescale, s = self._needs_rescaling(X, Y, 1.0)
+        if rescale:
+            return self._gram_rescaled(X, Y, s)
         scale = -1.0 / self.sigma
 
         def to_laplacian(tile):
@@ -308,7 +377,9 @@ class Polynomial(Kernel):
     def _gram(self, X, Y):
         K = X @ (X if Y is None else Y).T
         K += self.c
-        return np.power(K, self.degree, out=K)
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.power(K, self.degree, out=K)
+        return _check_finite_gram(K, self)
 
     def diag(self, X: ArrayLike) -> NDArray[np.float64]:
         Xa = check_array(X, "X")
@@ -364,17 +435,26 @@ def center_gram(K: ArrayLike, *, copy: bool = True) -> NDArray[np.float64]:
     Kc = check_square(K, "K")
     if copy or Kc is not K:  # never modify the caller's array unless asked to
         Kc = Kc.copy()
-    row, col = row_col_means(Kc)
+    with np.errstate(over="ignore", invalid="ignore"):
+        row, col = row_col_means(Kc)
     scale = float(np.abs(row).max()) + float(np.abs(col).max())
     if np.abs(row - col).max() <= 1e-12 * max(scale, np.finfo(float).tiny):
         row = col = 0.5 * (row + col)
     grand = float(row.mean())
 
-    def subtract(blk: slice) -> None:
-        # one subtraction of (row_i + col_j - grand): symmetric when row == col
+    def subtract(blk: slice) -> bool:
+        # one subtraction of (row_i + col_j - grand): symmetric when row == col;
+        # the block's sum, taken while it is in cache, tells whether it stayed finite
         Kc[blk] -= (row[blk, None] + col[None, :]) - grand
+        return bool(np.isfinite(Kc[blk].sum())) or bool(np.all(np.isfinite(Kc[blk])))
 
-    _run_parallel(subtract, _row_blocks(*Kc.shape), Kc.shape[0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = all(_run_parallel(subtract, _row_blocks(*Kc.shape), Kc.shape[0]))
+    if not (finite and np.isfinite(grand)):
+        raise ValueError(
+            f"center_gram(K): the centred matrix is not finite (max|K| = {np.abs(K).max():.3g} "
+            "overflows float64 in the row, column or grand means); rescale K"
+        )
     return Kc
 
 

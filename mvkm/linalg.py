@@ -591,9 +591,21 @@ def top_eigh(
     elif method == "arpack":
         w, V = _arpack_top(K, s, tol, max_iter, rng, scale, means)
     else:
+        # Near overflow (|K Z| <= n max|K| max|Z|), K is applied as K / max|K| to Z shrunk
+        # by n max|Z|, and the eigenvalues are scaled back at the end
+        unit = 1.0
         if is_array:
+            big = scale if scale is not None else max_abs(K)
+            huge = big * n > 1e300
+            unit = big if huge else 1.0
+
             def product(Z: NDArray[np.float64]) -> NDArray[np.float64]:
-                return K @ Z
+                if not huge:
+                    return K @ Z
+                pre = n * max(max_abs(Z), np.finfo(float).tiny)
+                KZ = K @ (Z / pre)
+                KZ *= pre / unit
+                return KZ
         elif scipy.sparse.issparse(K):
             def product(Z: NDArray[np.float64]) -> NDArray[np.float64]:
                 return np.asarray(K @ Z)
@@ -604,9 +616,15 @@ def top_eigh(
         def matmat(Z: NDArray[np.float64]) -> NDArray[np.float64]:
             KZ = product(Z)
             if means is not None:
-                _subtract_centering(KZ, Z, means, 1.0)
+                _subtract_centering(KZ, Z, means, 1.0 / unit)
             return KZ
 
         w, V = _subspace_top(matmat, n, s, tol,
                              _DEFAULT_SUBSPACE_MAX_ITER if max_iter is None else max_iter, rng)
+        w = w * unit
+    if not (np.all(np.isfinite(w)) and np.all(np.isfinite(V))):
+        raise ValueError(
+            f"top_eigh(method={method!r}) produced non-finite eigenpairs: K's entries "
+            "(or the centring of K) overflow float64 in the solver; rescale K"
+        )
     return np.ascontiguousarray(w, dtype=np.float64), flip_signs(V)

@@ -113,3 +113,55 @@ def test_refit_starts_from_a_clean_state():
     assert not any(hasattr(ppca, a) for a in ("W_", "mean_", "components_", "Phi_fit_"))
     ppca.set_params(formulation="primal").fit(X)
     assert not any(hasattr(ppca, a) for a in ("A_", "K_fit_"))
+
+
+# ---------------------------------------------------------------- item 2
+_X = np.random.default_rng(0).normal(size=(20, 3))
+
+
+@pytest.mark.parametrize("kernel, X, sigma_eff", [
+    (mvkm.RBF(1.0), _X * 1e160, 1e-160),        # exact Gram matrix: that of RBF(1e-160) on _X
+    (mvkm.RBF(1e-300), _X, 1e-300),
+    (mvkm.RBF(3.0e150), _X * 1e150, 3.0),        # far from overflow in exact arithmetic: RBF(3) on _X
+    (mvkm.Laplacian(1.0), _X * 1e160, 1e-160),
+    (mvkm.Laplacian(2.0e155), _X * 1e155, 2.0),
+])
+def test_radial_kernels_do_not_overflow_on_finite_input(kernel, X, sigma_eff):
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # no overflow or NaN
+        K = kernel(X)
+    # independent: the same kernel of the scaled-down data, computed with scipy's distances
+    from scipy.spatial.distance import cdist
+
+    d = cdist(_X, _X) / sigma_eff
+    expected = np.exp(-0.5 * d**2) if isinstance(kernel, mvkm.RBF) else np.exp(-d)
+    assert np.all(np.isfinite(K))
+    # relative error of the exponent ~ 1e-15 (a few roundings): 1e-10 absolute on values in [0, 1]
+    assert np.abs(K - expected).max() < 1e-10
+
+
+def test_radial_kernels_keep_their_fast_path_bit_for_bit():
+    # the rescaled path is only taken near overflow: ordinary inputs give the same bits as before
+    K = mvkm.RBF(2.0)(_X)
+    Z = _X / 2.0
+    h = 0.5 * np.einsum("ij,ij->i", Z, Z)
+    E = np.minimum(Z @ Z.T - h[:, None] - h[None, :], 0.0)
+    np.fill_diagonal(E, 0.0)
+    assert np.abs(K - np.exp(E)).max() < 1e-15
+
+
+@pytest.mark.parametrize("kernel", [mvkm.Linear(), mvkm.Polynomial(3)])
+def test_non_radial_kernels_raise_when_the_gram_matrix_overflows(kernel):
+    with pytest.raises(ValueError, match="not finite"):
+        kernel(_X * 1e160)
+
+
+def test_center_gram_and_top_eigh_check_their_outputs():
+    K = mvkm.RBF(2.0)(_X)
+    with pytest.raises(ValueError, match="not finite"):
+        mvkm.center_gram(np.full((4, 4), 1.7e308) - np.diag([1.7e308, 0, 0, 0]))
+    for method in ("dense", "arpack", "subspace"):
+        lam, V = mvkm.top_eigh(K * 1e307, 2, method=method)
+        lam0, V0 = mvkm.top_eigh(K, 2, method="dense")
+        # the scaled problem has the scaled eigenvalues and the same eigenvectors; the
+        # iterative methods stop at residual 1e-10 lambda_1: 1e-8 relative is safe
+        assert np.allclose(lam / 1e307, lam0, rtol=1e-8) and np.allclose(V, V0, atol=1e-6)
