@@ -165,3 +165,21 @@ def test_center_gram_and_top_eigh_check_their_outputs():
         # the scaled problem has the scaled eigenvalues and the same eigenvectors; the
         # iterative methods stop at residual 1e-10 lambda_1: 1e-8 relative is safe
         assert np.allclose(lam / 1e307, lam0, rtol=1e-8) and np.allclose(V, V0, atol=1e-6)
+
+
+# ---------------------------------------------------------------- item 3
+def test_subspace_on_a_matrix_that_is_not_psd_gives_the_right_eigenvalues():
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    K = mvkm.center_gram(mvkm.RBF(1.0)(X))
+    truth = np.sort(np.linalg.eigvalsh(-K))[::-1][:2]     # LAPACK, all eigenvalues
+    with pytest.warns(RuntimeWarning, match="not positive semi-definite"):
+        lam, V = mvkm.top_eigh(-K, 2, method="subspace")
+    # the fallback (ARPACK) stops at residual 1e-10 * |lambda|: eigenvalues to ~1e-12 absolute
+    assert np.allclose(lam, truth, rtol=0, atol=1e-9 * np.abs(truth).max() + 1e-12)
+    assert np.allclose(-K @ V, V * lam, atol=1e-8)
+    # a PSD matrix is unaffected: no warning
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mvkm.top_eigh(K, 2, method="subspace")
