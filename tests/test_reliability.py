@@ -183,3 +183,114 @@ def test_subspace_on_a_matrix_that_is_not_psd_gives_the_right_eigenvalues():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         mvkm.top_eigh(K, 2, method="subspace")
+
+
+# ---------------------------------------------------------------- item 1
+def test_far_points_score_below_the_training_data():
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    model = mvkm.KernelPPCA(n_components=3, kernel=mvkm.RBF(1.0)).fit(X)
+    train = model.score_samples(X)
+    far = model.score_samples(X[:3] + 100)
+    assert far.max() < train.min()
+    # A far point has k(x, x) = 1 and k(x, x_j) = 0: z = phi(x) - mu has ||z||^2 = 1 + mean K,
+    # and its centred kernel vector is k_c = -(m - mean(m)) (m: row means of K), i.e. the
+    # part -mu of z inside H_E. Independent: numpy's eigendecomposition of K_c.
+    K = mvkm.RBF(1.0)(X)
+    lam, E = np.linalg.eigh(mvkm.center_gram(K))
+    lam, E = lam[::-1][:3], E[:, ::-1][:, :3]
+    q, N, r, s2 = 3, 200, model.rank_, model.sigma2_
+    kc = -(K.mean(axis=1) - K.mean())
+    c = E.T @ kc / np.sqrt(lam)
+    const = -0.5 * (r * np.log(2 * np.pi) + np.log(lam / N).sum() + (r - q) * np.log(s2))
+    expected = const - 0.5 * (np.sum(c**2 * N / lam) + (1 + K.mean() - np.sum(c**2)) / s2)
+    # sums of ~200 terms of size <= 1 (the kernel values) and of logs: 1e-9 relative
+    assert np.allclose(far, expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize("formulation", ["primal", "dual"])
+def test_score_is_the_full_density_in_a_finite_feature_space_up_to_a_constant(formulation):
+    """With D = 60 random features and N = 30 points, H_E (r = 29) is a strict subspace of R^D:
+    the full Gaussian density of N(mu, W W^T + sigma^2 I_D) is computable (scipy), and the score
+    must equal it plus (D - r)/2 log(2 pi sigma^2), the same constant for every point."""
+    from scipy.stats import multivariate_normal
+
+    rng = np.random.default_rng(1)
+    X, Xt = rng.normal(size=(30, 2)), 3 * rng.normal(size=(8, 2))
+    fm = mvkm.RandomFourierFeatures(0.5, 60, random_state=0).fit(X)   # lambda_29 = 2e-8 lambda_1
+    model = mvkm.KernelPPCA(n_components=2, feature_map=fm, formulation=formulation).fit(X)
+    Phi = fm.transform(X)
+    mu = Phi.mean(axis=0)
+    lam, V = np.linalg.eigh((Phi - mu).T @ (Phi - mu))        # D x D covariance, independent
+    lam, V = lam[::-1], V[:, ::-1]
+    N, D, q, r = 30, 60, 2, 29
+    s2 = lam[q:r].sum() / (N * (r - q))
+    C = (V[:, :q] * (lam[:q] / N - s2)) @ V[:, :q].T + s2 * np.eye(D)
+    full = multivariate_normal(mu, C).logpdf(fm.transform(Xt))
+    assert model.rank_ == r and np.isclose(model.sigma2_, s2, rtol=1e-9)
+    # log-densities of size ~1e2-1e3 from a D x D Cholesky: 1e-8 relative
+    assert np.allclose(model.score_samples(Xt), full + 0.5 * (D - r) * np.log(2 * np.pi * s2),
+                       rtol=1e-8)
+
+
+# ---------------------------------------------------------------- item 7
+def test_samples_do_not_depend_on_the_thread_count():
+    from threadpoolctl import threadpool_limits
+
+    X = np.random.default_rng(0).normal(size=(500, 3))
+    out = []
+    for threads in (1, 2):
+        with threadpool_limits(threads):
+            m = mvkm.KernelPPCA(n_components=3, kernel=mvkm.RBF(2.0)).fit(X)
+            out.append(m.sample(10, random_state=0))
+    # before: 2e-7 relative (K_c^+ k_c divided rounded values by eigenvalues down to
+    # 1.3e-13 lambda_1). Directions below RANK_RTOL = 1e-11 lambda_1 are now dropped and a
+    # is formed from xi: measured 9e-9; eigenvectors at the cut-off are determined to
+    # ~eps / 1e-11 = 2e-5 but enter with weight ~1e-3: 1e-7 bounds it.
+    rel = np.abs(out[0] - out[1]).max() / np.abs(out[0]).max()
+    assert rel < 1e-7
+    # the cut-off is the stated one
+    lam = m.eigenvalues_
+    assert lam[-1] > mvkm.ppca.RANK_RTOL * lam[0]
+
+
+# ---------------------------------------------------------------- item 9
+def test_dual_from_top_q_and_the_trace_equals_the_full_eigendecomposition(monkeypatch):
+    X = np.random.default_rng(2).normal(size=(300, 10))    # 10-D: K_c of full numerical rank
+    Xt = np.random.default_rng(3).normal(size=(5, 10))
+    kern = mvkm.RBF(3.0)
+    dense = mvkm.KernelPPCA(n_components=4, kernel=kern).fit(X)
+    assert dense.rank_ == 299                                 # precondition: generic = numerical
+    monkeypatch.setattr(mvkm.ppca, "DENSE_MAX_N", 100)        # force the top-q path
+    top = mvkm.KernelPPCA(n_components=4, kernel=kern).fit(X)
+    assert top._spectrum_cache is None and top._K_cache is None   # no n x n matrix kept
+    assert top.rank_ == 299
+    # sigma^2 = (tr K_c - sum_{p<=q} lambda_p) / (N (r - q)) vs the sum of the full spectrum:
+    # ARPACK eigenvalues to ~1e-14 relative, the trace to N eps: 1e-9 relative
+    assert np.isclose(top.sigma2_, dense.sigma2_, rtol=1e-9)
+    assert np.allclose(top.explained_variance_ratio_, dense.explained_variance_ratio_, rtol=1e-9)
+    # same sign convention: A, latents, scores, reconstructions agree entry by entry
+    # (eigenvectors from ARPACK at residual 1e-10 lambda_1, gaps ~0.1 lambda_1: 1e-8)
+    assert np.allclose(top.A_, dense.A_, atol=1e-8 * np.abs(dense.A_).max())
+    assert np.allclose(top.transform(Xt), dense.transform(Xt), rtol=1e-7, atol=1e-9)
+    assert np.allclose(top.score_samples(Xt), dense.score_samples(Xt), rtol=1e-9)
+    assert np.allclose(top.reconstruct(Xt), dense.reconstruct(Xt), atol=1e-7)
+    # sigma2 given: q found by doubling the number of top eigenpairs
+    back = mvkm.KernelPPCA(sigma2=dense.sigma2_, kernel=kern).fit(X)
+    assert back.n_components_ == 4
+    # the spectrum is computed on demand: eigenvalues_ and sample() still work
+    assert np.allclose(top.eigenvalues_, dense.eigenvalues_, rtol=1e-9, atol=1e-12 * dense.eigenvalues_[0])
+    assert top.sample(3, random_state=0).shape == (3, 10)
+
+
+def test_primal_keeps_no_n_by_n_matrix():
+    X = np.random.default_rng(0).normal(size=(400, 3))
+    fm = mvkm.RandomFourierFeatures(1.0, 20, random_state=0).fit(X)
+    model = mvkm.KernelPPCA(n_components=2, feature_map=fm, formulation="primal").fit(X)
+    sizes = {k: np.asarray(v).size for k, v in vars(model).items() if isinstance(v, np.ndarray)}
+    cached = model._spectrum_cache
+    sizes.update(spectrum=cached[1].size)
+    assert max(sizes.values()) <= 400 * 20, sizes            # O(N D), not O(N^2)
+    # B_ is still available (built on access): its square is the kernel covariance
+    Phi_c = fm.transform(X) - fm.transform(X).mean(axis=0)
+    cov = Phi_c @ model.get_covariance() @ Phi_c.T           # Phi_c (W W^T + s2 P) Phi_c^T
+    assert np.allclose(model.B_ @ model.B_, cov, atol=1e-10 * np.abs(cov).max())
