@@ -19,6 +19,9 @@ from numbers import Integral, Real
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from contextlib import nullcontext
+
+from ._parallel import limit_threads
 from ._parallel import row_blocks as _row_blocks
 from ._parallel import row_col_means
 from ._parallel import run_parallel as _run_parallel
@@ -180,7 +183,8 @@ class Kernel(ABC):
     def _gram(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None) -> NDArray[np.float64]:
         """Gram matrix of validated inputs (``Y is None`` means ``Y = X``)."""
 
-    def __call__(self, X: ArrayLike, Y: ArrayLike | None = None) -> NDArray[np.float64]:
+    def __call__(self, X: ArrayLike, Y: ArrayLike | None = None, *,
+                 n_jobs: int | None = None) -> NDArray[np.float64]:
         """Return the Gram matrix ``[k(x_i, y_j)]`` of shape ``(len(X), len(Y))``.
 
         Parameters
@@ -188,12 +192,17 @@ class Kernel(ABC):
         X : array_like of shape (n, d)
         Y : array_like of shape (m, d), optional
             Defaults to ``X``; the result is then symmetric.
+        n_jobs : int, optional
+            Threads for the tiles of a large matrix (``-1``: every usable core).
+            ``None``: the user's BLAS/OpenMP limit (``threadpoolctl`` or
+            ``OMP_NUM_THREADS``), at most 8 (see the README, "Threads").
 
         Returns
         -------
         K : ndarray of shape (n, m)
         """
-        return self._gram(*_check_pair(X, Y))
+        with limit_threads(n_jobs) if n_jobs is not None else nullcontext():
+            return self._gram(*_check_pair(X, Y))
 
     def diag(self, X: ArrayLike) -> NDArray[np.float64]:
         """Return :math:`k(x_i, x_i)` for every row of ``X`` without the full Gram matrix."""
@@ -395,7 +404,7 @@ def centering_matrix(n: int) -> NDArray[np.float64]:
     return np.eye(n) - np.full((n, n), 1.0 / n)
 
 
-def center_gram(K: ArrayLike, *, copy: bool = True) -> NDArray[np.float64]:
+def center_gram(K: ArrayLike, *, copy: bool = True, n_jobs: int | None = None) -> NDArray[np.float64]:
     r"""Centre a training Gram matrix in feature space, in :math:`O(n^2)`.
 
     Returns :math:`K_c = M_c K M_c` with :math:`M_c = I - \frac1n 1 1^\top`,
@@ -413,6 +422,9 @@ def center_gram(K: ArrayLike, *, copy: bool = True) -> NDArray[np.float64]:
     copy : bool, default=True
         If False and ``K`` is a C-contiguous float64 array, centre it in place
         and return it (no ``n x n`` allocation: the fast path for large ``n``).
+    n_jobs : int, optional
+        Threads for the passes over a large ``K`` (``-1``: every usable core);
+        ``None``: the user's BLAS/OpenMP limit, at most 8 (README, "Threads").
 
     Returns
     -------
@@ -432,6 +444,9 @@ def center_gram(K: ArrayLike, *, copy: bool = True) -> NDArray[np.float64]:
     >>> bool(np.allclose(Kc.sum(axis=0), 0))
     True
     """
+    if n_jobs is not None:
+        with limit_threads(n_jobs):
+            return center_gram(K, copy=copy)
     Kc = check_square(K, "K")
     if copy or Kc is not K:  # never modify the caller's array unless asked to
         Kc = Kc.copy()

@@ -81,6 +81,7 @@ from ._validation import (
     check_symmetric,
     reset_fitted,
 )
+from ._parallel import check_n_jobs, limit_threads
 from .features import Identity
 from .kernels import Linear, Polynomial, _center_test_rows, center_gram, uncenter_kernel_values
 from .linalg import flip_signs, sign_convention, top_eigh
@@ -157,6 +158,10 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     formulation : {"dual", "primal"}, default="dual"
         Solve with the ``N x N`` kernel matrix (Props. 5-9) or with the
         ``N x d`` feature matrix (Props. 1-4; needs a finite feature map).
+    n_jobs : int, optional
+        Threads for the passes over the ``N x N`` kernel matrix during ``fit``
+        (``-1``: every usable core). ``None``: the user's BLAS/OpenMP limit
+        (``threadpoolctl`` or ``OMP_NUM_THREADS``), at most 8 (README, "Threads").
 
     Attributes
     ----------
@@ -246,12 +251,13 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components: int | None = None, sigma2: float | None = None,
                  kernel: Callable[..., Any] | None = None, feature_map: Any = None,
-                 formulation: str = "dual") -> None:
+                 formulation: str = "dual", n_jobs: int | None = None) -> None:
         self.n_components = n_components
         self.sigma2 = sigma2
         self.kernel = kernel
         self.feature_map = feature_map
         self.formulation = formulation
+        self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------ fit
     def _check_params(self) -> None:
@@ -319,6 +325,10 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         """
         self._check_params()
         reset_fitted(self)
+        with limit_threads(check_n_jobs(self.n_jobs)):
+            return self._fit(X)
+
+    def _fit(self, X: ArrayLike) -> "KernelPPCA":
         X = check_array(X, "X")
         N = X.shape[0]
         if N < 2:

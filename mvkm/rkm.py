@@ -34,6 +34,7 @@ from ._validation import (
     check_not_sparse,
     check_positive,
 )
+from ._parallel import check_n_jobs, limit_threads
 from .features import Identity
 from .kernels import Kernel, Linear, _center_test_rows, center_gram, uncenter_kernel_values
 from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
@@ -191,6 +192,10 @@ class MultiViewRKM(BaseEstimator):
         :math:`RR^\top` (exact, :math:`O(n^2 D)`); the Stiefel solver applies
         :math:`C A = \Phi^\top(\Phi A)`. ``"auto"`` takes ``"qr"`` when
         :math:`2n \le D`.
+    n_jobs : int, optional
+        Threads for the passes over the ``n x n`` kernel matrices during ``fit``
+        (``-1``: every usable core). ``None``: the user's BLAS/OpenMP limit
+        (``threadpoolctl`` or ``OMP_NUM_THREADS``), at most 8 (README, "Threads").
 
     Attributes
     ----------
@@ -241,7 +246,7 @@ class MultiViewRKM(BaseEstimator):
                  solver: str = "eig", rotate: bool = True, rescale: bool = True,
                  random_state: Any = None, *, tol: float = 1e-8, max_iter: int | None = None,
                  stiefel_method: str = "cayley-bb", progress: bool = False,
-                 eig_method: str = "auto") -> None:
+                 eig_method: str = "auto", n_jobs: int | None = None) -> None:
         self.n_components = n_components
         self.kernels = kernels
         self.feature_maps = feature_maps
@@ -255,6 +260,7 @@ class MultiViewRKM(BaseEstimator):
         self.stiefel_method = stiefel_method
         self.progress = progress
         self.eig_method = eig_method
+        self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
@@ -350,6 +356,10 @@ class MultiViewRKM(BaseEstimator):
         """
         self._check_params()
         reset_fitted(self)
+        with limit_threads(check_n_jobs(self.n_jobs)):
+            return self._fit(views)
+
+    def _fit(self, views: Sequence[ArrayLike]) -> "MultiViewRKM":
         Xs = self._check_views(views)
         n = Xs[0].shape[0]  # type: ignore[union-attr]
         V = len(Xs)

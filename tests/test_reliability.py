@@ -294,3 +294,67 @@ def test_primal_keeps_no_n_by_n_matrix():
     Phi_c = fm.transform(X) - fm.transform(X).mean(axis=0)
     cov = Phi_c @ model.get_covariance() @ Phi_c.T           # Phi_c (W W^T + s2 P) Phi_c^T
     assert np.allclose(model.B_ @ model.B_, cov, atol=1e-10 * np.abs(cov).max())
+
+
+# ---------------------------------------------------------------- item 10
+def _worker_threads(**kw):
+    """The distinct threads that run the tasks of one parallel pass over a 4096 x 4096 matrix."""
+    import threading
+    import time
+
+    from mvkm._parallel import run_parallel
+
+    seen = set()
+
+    def task(_):
+        seen.add(threading.get_ident())
+        time.sleep(0.01)                     # long enough for the pool to use every worker
+
+    with mvkm._parallel.limit_threads(kw.get("n_jobs")):
+        run_parallel(task, range(8), 4096)
+    return len(seen)
+
+
+def test_thread_pool_respects_the_users_limits():
+    import os
+    import subprocess
+    import sys
+
+    from threadpoolctl import threadpool_limits
+
+    from mvkm._parallel import n_threads
+
+    cores = len(os.sched_getaffinity(0))
+    with threadpool_limits(1):
+        assert n_threads() == 1 and _worker_threads() == 1
+    with threadpool_limits(2):
+        assert n_threads() == min(2, cores, 8)
+    assert n_threads(1) == 1 and n_threads(-1) == cores and _worker_threads(n_jobs=1) == 1
+    if cores >= 2:
+        assert _worker_threads(n_jobs=2) == 2
+    # OMP_NUM_THREADS=1 in a fresh process, where nothing else limits BLAS
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    code = "from mvkm._parallel import n_threads; print(n_threads())"
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_NUM_THREADS": "1"},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1"
+    with pytest.raises(ValueError, match="n_jobs"):
+        mvkm.KernelPPCA(n_components=1, n_jobs=0).fit(np.eye(3))
+
+
+def test_estimators_pass_n_jobs_to_the_pool(monkeypatch):
+    import mvkm._parallel as par
+
+    used = []
+    real = par.n_threads
+    monkeypatch.setattr(par, "n_threads", lambda n_jobs=None: used.append(real(n_jobs)) or used[-1])
+    monkeypatch.setattr(par, "_PARALLEL_MIN_N", 10)           # take the threaded path
+    X = np.random.default_rng(0).normal(size=(1100, 3))     # 3 rows of 512 x 512 tiles
+    mvkm.KernelPPCA(n_components=2, kernel=mvkm.RBF(1.0), n_jobs=1).fit(X[:600])
+    mvkm.MultiViewRKM(2, kernels=[mvkm.RBF(1.0)], n_jobs=1).fit([X[:600]])
+    assert used and set(used) == {1}
+    used.clear()
+    mvkm.RBF(1.0)(X, n_jobs=1)
+    mvkm.center_gram(mvkm.RBF(1.0)(X), n_jobs=1)
+    assert used and used[-1] == 1
