@@ -81,19 +81,27 @@ def check_array(
         )
     if np.iscomplexobj(raw) or (raw.dtype == object and any(
             isinstance(v, (complex, np.complexfloating)) for v in raw.ravel())):
-        raise ValueError(f"{name} must be real-valued, got a complex array")
+        raise ValueError(f"{name} must be real-valued: Complex data not supported, got a complex array")
     try:
         arr = np.asarray(raw, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise TypeError(
-            f"{name} must be a numeric array, got {type(X).__name__} of dtype {raw.dtype}"
+            f"{name} must be a numeric array, got {type(X).__name__} of dtype {raw.dtype} ({exc})"
         ) from exc
     if arr.ndim != ndim:
+        hint = ("; Reshape your data either using array.reshape(-1, 1) if it has a single "
+                "feature or array.reshape(1, -1) if it contains a single sample"
+                if ndim == 2 and arr.ndim == 1 else "")
         raise ValueError(
-            f"{name} must be a {ndim}-D array, got an array of shape {arr.shape}"
+            f"{name} must be a {ndim}-D array, got an array of shape {arr.shape}{hint}"
         )
     if arr.size == 0:
-        raise ValueError(f"{name} must be non-empty, got shape {arr.shape}")
+        what = ""
+        if arr.ndim == 2:
+            what = (f": 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required."
+                    if arr.shape[0] == 0 else
+                    f": 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
+        raise ValueError(f"{name} must be non-empty, got shape {arr.shape}{what}")
     # A sum is NaN/inf if any entry is (one cheap pass, no boolean n x n array);
     # only when the sum overflows do we look entry by entry.
     if not allow_nan and not np.isfinite(arr.sum()) and not np.all(np.isfinite(arr)):

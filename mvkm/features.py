@@ -190,7 +190,7 @@ class Nystrom(TransformerMixin, BaseEstimator):
         m = check_count(self.n_landmarks, "n_landmarks")
         if m > X.shape[0]:
             raise ValueError(
-                f"n_landmarks must be at most the number of samples ({X.shape[0]}), got {m}"
+                f"n_landmarks must be at most the number of samples (n_samples = {X.shape[0]}), got {m}"
             )
         rng = check_random_state(self.random_state)
         idx = np.sort(rng.choice(X.shape[0], size=m, replace=False))

@@ -449,7 +449,8 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if r < 2:
             raise ValueError(
                 f"the centred kernel matrix has rank {r}: the model needs rank >= 2 "
-                "(one latent direction and at least one noise direction)"
+                "(one latent direction and at least one noise direction); X has "
+                f"n_samples = {N} and n_features = {self.n_features_in_}"
             )
         if K_c is None:
             lam, E = self._spectrum_cache  # type: ignore[misc]
@@ -626,8 +627,8 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "sigma2_")
         Xa = check_array(X, "X")
         if Xa.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {Xa.shape[1]} features, but KernelPPCA was fitted "
-                             f"with {self.n_features_in_}")
+            raise ValueError(f"X has {Xa.shape[1]} features, but KernelPPCA is expecting "
+                             f"{self.n_features_in_} features as input (the number seen in fit)")
         return Xa
 
     def _centred(self, X: Array) -> Array:

@@ -142,10 +142,10 @@ class MultiViewRKM(BaseEstimator):
 
     Parameters
     ----------
-    n_components : int
+    n_components : int, default=2
         Number :math:`s` of latent components; at most ``n - 1`` (centred data
         has rank at most ``n - 1``) and, in the primal, at most the feature
-        dimension.
+        dimension. The default, 2, gives a latent plane to plot.
     kernels : list of Kernel, optional
         One kernel per view (e.g. ``[mvkm.RBF(2.0), mvkm.Linear()]``). Only
         the dual can use a kernel without an explicit feature map; in the
@@ -241,7 +241,7 @@ class MultiViewRKM(BaseEstimator):
     (3, 2)
     """
 
-    def __init__(self, n_components: int, kernels: Sequence[Kernel] | None = None,
+    def __init__(self, n_components: int = 2, kernels: Sequence[Kernel] | None = None,
                  feature_maps: Sequence[Any] | None = None, formulation: str = "dual",
                  solver: str = "eig", rotate: bool = True, rescale: bool = True,
                  random_state: Any = None, *, tol: float = 1e-8, max_iter: int | None = None,
@@ -403,6 +403,24 @@ class MultiViewRKM(BaseEstimator):
                 f"Gamma's smallest eigenvalue is {self.eigenvalues_[-1]:.3g} "
                 f"(largest {self.eigenvalues_[0]:.3g}); use fewer components")
         return self
+
+    def fit_transform(self, views: Sequence[ArrayLike], y: Any = None) -> NDArray[np.float64]:
+        """Fit on the views and return the latent variables of the training points.
+
+        The same as ``fit(views).transform(views)`` (eq. (6) on the training
+        points gives back :math:`H`), without the second pass.
+
+        Parameters
+        ----------
+        views : list of array_like, each of shape (n, d_v)
+        y : ignored
+
+        Returns
+        -------
+        H : ndarray of shape (n, n_components)
+            A copy of ``H_``.
+        """
+        return self.fit(views, y).H_.copy()
 
     def _solve(self, B: Any, s: int, *, size: int | None = None
                ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

@@ -358,3 +358,44 @@ def test_estimators_pass_n_jobs_to_the_pool(monkeypatch):
     mvkm.RBF(1.0)(X, n_jobs=1)
     mvkm.center_gram(mvkm.RBF(1.0)(X), n_jobs=1)
     assert used and used[-1] == 1
+
+
+# ---------------------------------------------------------------- item 11
+@pytest.mark.parametrize("estimator", [
+    mvkm.KernelPPCA(n_components=1), mvkm.Identity(),
+    mvkm.RandomFourierFeatures(random_state=0), mvkm.Nystrom(n_landmarks=5, random_state=0),
+], ids=lambda e: type(e).__name__)
+def test_scikit_learn_check_estimator(estimator):
+    """Every estimator that takes one array passes scikit-learn's checks; no exception is listed."""
+    import warnings
+
+    from sklearn.utils.estimator_checks import check_estimator
+
+    # Known exceptions, each with its reason (none at the moment): {check_name: reason}
+    expected_failures: dict[str, str] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(estimator, on_fail=None, expected_failed_checks=expected_failures)
+    failed = {r["check_name"]: str(r["exception"])[:200] for r in results if r["status"] == "failed"}
+    assert not failed, failed
+
+
+def test_multiview_rkm_fit_transform_and_default_n_components():
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(40, 3)), rng.normal(size=(40, 2))
+    model = mvkm.MultiViewRKM()
+    assert model.n_components == 2
+    for formulation in ("dual", "primal"):
+        H = mvkm.MultiViewRKM(formulation=formulation).fit_transform([X, Y])
+        again = mvkm.MultiViewRKM(formulation=formulation).fit([X, Y]).transform([X, Y])
+        # eq. (6) on the training points gives back H: a solve with Gamma, 1e-10 relative
+        assert H.shape == (40, 2) and np.allclose(H, again, atol=1e-10 * np.abs(H).max())
+
+
+def test_package_is_typed():
+    import importlib.resources
+    import tomllib
+
+    assert importlib.resources.files("mvkm").joinpath("py.typed").is_file()
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "py.typed" in data["mvkm"]
