@@ -452,10 +452,10 @@ def center_gram(K: ArrayLike, *, copy: bool = True, n_jobs: int | None = None) -
         Kc = Kc.copy()
     with np.errstate(over="ignore", invalid="ignore"):
         row, col = row_col_means(Kc)
-    scale = float(np.abs(row).max()) + float(np.abs(col).max())
-    if np.abs(row - col).max() <= 1e-12 * max(scale, np.finfo(float).tiny):
-        row = col = 0.5 * (row + col)
-    grand = float(row.mean())
+        scale = float(np.abs(row).max()) + float(np.abs(col).max())
+        if np.abs(row - col).max() <= 1e-12 * max(scale, np.finfo(float).tiny):
+            row = col = 0.5 * (row + col)
+        grand = float(row.mean())
 
     def subtract(blk: slice) -> bool:
         # one subtraction of (row_i + col_j - grand): symmetric when row == col;
