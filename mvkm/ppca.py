@@ -325,6 +325,19 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             On NaN or infinite inputs, inconsistent parameters, a kernel matrix
             that is not positive semi-definite beyond round-off, ``n_components``
             not below the rank of :math:`K_c`, or ``sigma2 >= lambda_1 / N``.
+            (For ``N > DENSE_MAX_N`` in the dual only the computed top eigenvalues
+            are checked for positivity: the bottom of the spectrum is never formed.)
+
+        Notes
+        -----
+        Cost of the dual: for ``N <= DENSE_MAX_N`` one LAPACK eigendecomposition
+        of :math:`K_c` (:math:`O(N^3)`, every eigenpair, the exact numerical rank);
+        above, the kernel matrix is centred in place and only its top ``q``
+        eigenpairs are computed (:func:`mvkm.top_eigh`, ARPACK), with
+        :math:`\sum_{p>q}\lambda_p = \operatorname{tr}K_c - \sum_{p\le q}\lambda_p`
+        for eq. 6: one :math:`N \times N` matrix in memory and
+        :math:`O(N^2 q)` work per Lanczos sweep. ``sample``, ``B_`` and
+        ``eigenvalues_`` then compute the full spectrum once, on first use.
         """
         self._check_params()
         reset_fitted(self)
