@@ -2,12 +2,13 @@
 # needs on first use (Python 3.11), so a fresh clone needs nothing else:
 #   make book   build the HTML book, executing every notebook (_build/html)
 #   make test   run the whole test suite (unit tests + every notebook via nbval)
+#   make assignments  student notebooks, keys and autograders (_build/assignments)
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.mvkm-installed
 
-.PHONY: book test env clean
+.PHONY: book test env assignments clean
 
 # torch is installed first and pinned: a bare `torch` requirement would pull
 # a CUDA build of several GB; torch==2.13.0 resolves to the local CPU build.
@@ -26,6 +27,9 @@ book: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+assignments: $(STAMP)
+	$(BIN)/python tools/assignments.py _build/assignments
 
 clean:
 	rm -rf _build $(VENV)

@@ -1,0 +1,266 @@
+"""Course assignments from the book's chapters, built and graded with otter-grader.
+
+Usage::
+
+    python tools/assignments.py [OUT]        # default OUT: _build/assignments
+
+For every chapter of ``_toc.yml`` with exercises, this writes
+``OUT/<part>-<chapter>/`` with
+
+* ``student/<chapter>.ipynb``: the notebook to hand out; each solution cell is
+  replaced by a stub (``name = ...`` for the results the checks use), the
+  prose solutions are removed, and the visible checks run through
+  ``grader.check("<question>")``;
+* ``autograder/<chapter>.ipynb``: the instructor key (the chapter with every
+  solution, prose and code);
+* ``autograder/<chapter>-autograder_*.zip``: what ``otter run -a`` needs to
+  grade a submission (visible and hidden checks, points);
+
+and ``OUT/SUMMARY.md``, a table of chapters, exercises and points.
+
+The chapters keep the book's exercise format (see the README, "For
+teachers"): after the ``{exercise}``/``{solution}`` markdown come a *solution
+cell* with metadata ``mvkm = {exercise, role: "solution", points, names}``, a
+*test cell* with ``mvkm = {exercise, role: "tests"}`` and optionally a cell
+with ``role: "hidden-tests"``. This module turns that into otter's master
+format (``# BEGIN QUESTION`` ... raw cells) and runs ``otter assign``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ROLES = ("solution", "tests", "hidden-tests")
+_SOLUTION_FENCE = re.compile(r"^(`{3,}|:{3,})\{solution\}.*?^\1[ \t]*$\n?", re.M | re.S)
+_EXERCISE_LABEL = re.compile(r"\{exercise\}[^\n]*\n(?:[ \t]*:[^\n]*\n)*?[ \t]*:label:[ \t]*(\S+)")
+
+
+@dataclass
+class Exercise:
+    """One graded exercise of a chapter."""
+
+    label: str
+    points: int
+    names: list[str]
+    statement: int  # index of the markdown cell with the {exercise} directive
+    solution: int  # index of the solution cell
+    tests: list[int] = field(default_factory=list)  # test cell, then hidden-test cells
+
+    @property
+    def question(self) -> str:
+        """The otter question name: the label with '-' -> '_' (a valid file stem)."""
+        return self.label.replace("-", "_")
+
+
+def chapters(root: Path = ROOT) -> list[tuple[str, Path]]:
+    """``(part slug, notebook path)`` of every notebook chapter in ``_toc.yml``, in order."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    out = []
+    for part in toc.get("parts", []):
+        for ch in part["chapters"]:
+            path = root / f"{ch['file']}.ipynb"
+            if path.is_file():
+                out.append((Path(ch["file"]).parent.name, path))
+    return out
+
+
+def role(cell: dict) -> str | None:
+    """The exercise role of a cell ('solution', 'tests', 'hidden-tests') or None."""
+    meta = cell.get("metadata", {}).get("mvkm", {})
+    return meta.get("role") if isinstance(meta, dict) else None
+
+
+def exercise_labels(markdown: str) -> list[str]:
+    """Labels of the ``{exercise}`` directives in a markdown source."""
+    return _EXERCISE_LABEL.findall(markdown)
+
+
+def exercises(nb: nbformat.NotebookNode) -> list[Exercise]:
+    """The exercises of a notebook in the book's format, in order.
+
+    Raises ``ValueError`` if a solution cell lacks its statement, points or
+    names, or is not followed by its test cell.
+    """
+    statements = {}
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            for label in exercise_labels(cell.source):
+                statements[label] = i
+    found: list[Exercise] = []
+    for i, cell in enumerate(nb.cells):
+        if role(cell) != "solution":
+            continue
+        meta = cell.metadata["mvkm"]
+        label = meta.get("exercise")
+        if label not in statements:
+            raise ValueError(f"solution cell {i}: no {{exercise}} with label {label!r} before it")
+        points, names = meta.get("points"), meta.get("names")
+        if not (isinstance(points, int) and points >= 1):
+            raise ValueError(f"{label}: points must be a positive integer, got {points!r}")
+        if not (isinstance(names, list) and names and all(isinstance(n, str) and n.isidentifier()
+                                                           for n in names)):
+            raise ValueError(f"{label}: names must be a non-empty list of identifiers, got {names!r}")
+        ex = Exercise(label, points, names, statements[label], i)
+        j = i + 1
+        while j < len(nb.cells) and role(nb.cells[j]) in ("tests", "hidden-tests") \
+                and nb.cells[j].metadata["mvkm"].get("exercise") == label:
+            ex.tests.append(j)
+            j += 1
+        if not ex.tests or role(nb.cells[ex.tests[0]]) != "tests":
+            raise ValueError(f"{label}: the solution cell must be followed by its test cell")
+        found.append(ex)
+    return found
+
+
+def stub(ex: Exercise, source: str) -> str:
+    """The student's version of a solution cell: its first comment line and ``name = ...``."""
+    first = source.splitlines()[0] if source.startswith("#") else f"# Exercise {ex.label}"
+    lines = [first, "# Your code here: compute " + ", ".join(ex.names) + "."]
+    return "\n".join(lines + [f"{name} = ..." for name in ex.names])
+
+
+def master(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """The otter-assign master notebook of a book chapter."""
+    exs = exercises(nb)
+    by_statement = {ex.statement: ex for ex in exs}
+    by_solution = {ex.solution: ex for ex in exs}
+    in_tests = {j for ex in exs for j in ex.tests}
+    raw = nbformat.v4.new_raw_cell
+    config = {"name": name, "init_cell": True, "check_all_cell": False, "export_cell": False,
+              "run_tests": False, "solutions_pdf": False, "generate": True,
+              "tests": {"files": False}}
+    cells = [raw("# ASSIGNMENT CONFIG\n" + yaml.safe_dump(config, sort_keys=False))]
+    for i, cell in enumerate(nb.cells):
+        cell = copy.deepcopy(cell)
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        if i in in_tests:
+            continue  # emitted with their solution cell
+        if i in by_statement:
+            ex = by_statement[i]
+            prose = _SOLUTION_FENCE.search(cell.source)
+            cell.source = _SOLUTION_FENCE.sub("", cell.source).rstrip() + "\n"
+            cells += [raw(f"# BEGIN QUESTION\nname: {ex.question}\npoints: {ex.points}"), cell]
+            if prose:
+                cells += [raw("# BEGIN SOLUTION"),
+                          nbformat.v4.new_markdown_cell(prose.group(0).strip()),
+                          raw("# END SOLUTION")]
+            continue
+        if i in by_solution:
+            ex = by_solution[i]
+            cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t != "hide-input"]
+            cell.source = ("# BEGIN SOLUTION NO PROMPT\n" + cell.source.rstrip() + "\n# END SOLUTION\n"
+                           '""" # BEGIN PROMPT\n' + stub(ex, cell.source) + '\n""" # END PROMPT')
+            cells += [raw("# BEGIN SOLUTION"), cell, raw("# END SOLUTION"), raw("# BEGIN TESTS")]
+            for j in ex.tests:
+                test = copy.deepcopy(nb.cells[j])
+                # otter turns a test cell into a doctest whose expected output is the
+                # cell's stored output (the executed book's "checks pass" line)
+                test.outputs = [o for o in test.outputs if o.get("output_type") == "stream"
+                                and o.get("name") == "stdout"]
+                test.execution_count = None
+                if role(test) == "hidden-tests":
+                    test.source = ('""" # BEGIN TEST CONFIG\nhidden: true\n""" # END TEST CONFIG\n'
+                                   + test.source)
+                cells.append(test)
+            cells += [raw("# END TESTS"), raw("# END QUESTION")]
+            continue
+        cells.append(cell)
+    out = nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(nb.metadata))
+    return out
+
+
+def assign(notebook: Path, out_dir: Path) -> dict:
+    """Run ``otter assign`` on one chapter; return its summary row."""
+    nb = nbformat.read(notebook, as_version=4)
+    exs = exercises(nb)
+    name = notebook.stem
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / f"{name}.ipynb"
+        nbformat.write(master(nb, name), src)
+        result = subprocess.run([sys.executable, "-m", "otter", "assign", str(src), str(out_dir)],
+                                capture_output=True, text=True, cwd=tmp)
+    if result.returncode != 0:
+        raise RuntimeError(f"otter assign failed on {notebook}:\n{result.stdout}\n{result.stderr}")
+    zips = sorted((out_dir / "autograder").glob("*.zip"))
+    return {"notebook": notebook, "exercises": exs, "points": sum(e.points for e in exs),
+            "student": out_dir / "student" / f"{name}.ipynb",
+            "key": out_dir / "autograder" / f"{name}.ipynb", "autograder": zips[-1],
+            "goals": nb.metadata.get("mvkm", {}).get("goals", [])}
+
+
+def with_solutions(student: Path, key: Path, solved: set[int], dest: Path) -> Path:
+    """Write a copy of the student notebook in which exercises ``solved`` are solved.
+
+    ``solved`` holds positions in the chapter's exercise order. The answer
+    cells of those exercises get the key's solution code; everything else stays
+    the student's (the other stubs included).
+    """
+    stu = nbformat.read(student, as_version=4)
+    sol = [c for c in nbformat.read(key, as_version=4).cells
+           if c.cell_type == "code" and "otter_assign_solution_cell" in c.metadata.get("tags", [])]
+    answers = [c for c in stu.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
+    if len(sol) != len(answers):
+        raise ValueError(f"{student}: {len(answers)} answer cells but {len(sol)} solutions in the key")
+    for k in solved:
+        body = sol[k].source.split("# END SOLUTION")[0]
+        answers[k].source = body.replace("# BEGIN SOLUTION NO PROMPT\n", "", 1)
+    nbformat.write(stu, dest)
+    return dest
+
+
+def grade(submission: Path, autograder: Path) -> dict[str, float]:
+    """Grade one submission with otter's local runner: question -> score.
+
+    Cells of the submission that raise are recorded too, under the key
+    ``"__errors__"`` (a list of cell indices), so that a caller can tell a
+    failing check from a broken notebook.
+    """
+    from otter.api import grade_submission
+
+    results = grade_submission(str(submission), str(autograder), quiet=True)
+    scores: dict = {name: results.get_score(name) for name in results.test_files}
+    errors = []
+    if results.notebook is not None:
+        for k, cell in enumerate(results.notebook.cells):
+            if cell.cell_type == "code" and any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+                errors.append((k, cell.source.splitlines()[0] if cell.source else ""))
+    scores["__errors__"] = errors
+    return scores
+
+
+def build(out: Path = ROOT / "_build" / "assignments") -> list[dict]:
+    """Build every chapter's assignment under ``out`` and write ``out/SUMMARY.md``."""
+    rows = []
+    for part, notebook in chapters():
+        nb = nbformat.read(notebook, as_version=4)
+        if not exercises(nb):
+            continue
+        row = assign(notebook, out / f"{part}-{notebook.stem}")
+        rows.append(row)
+        print(f"{part}/{notebook.stem}: {len(row['exercises'])} exercises, {row['points']} points")
+    lines = ["| chapter | exercises | points | folder |", "|---|---:|---:|---|"]
+    for row in rows:
+        folder = row["student"].parent.parent.relative_to(out)
+        lines.append(f"| {row['notebook'].relative_to(ROOT)} | {len(row['exercises'])} | "
+                     f"{row['points']} | {folder} |")
+    total = sum(r["points"] for r in rows)
+    lines.append(f"| total | {sum(len(r['exercises']) for r in rows)} | {total} | |")
+    (out / "SUMMARY.md").write_text("# Assignments\n\n" + "\n".join(lines) + "\n")
+    print(f"wrote {out / 'SUMMARY.md'}: {len(rows)} chapters, {total} points")
+    return rows
+
+
+if __name__ == "__main__":
+    build(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "_build" / "assignments")
