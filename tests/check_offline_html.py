@@ -6,7 +6,9 @@ Fails (exit 1) if any HTML page loads a script, stylesheet or font from another
 host (a CDN), or if a page that contains math does not load the vendored
 MathJax 3 from ``_static``, or if a page with display math does not load
 ``_static/mvkm.css`` (which lets long equations and code lines scroll
-sideways instead of being clipped at the column edge). Links (``<a href=...>``, e.g. the Binder and Colab
+sideways instead of being clipped at the column edge), or if an exercise's
+solution (its ``{solution}`` prose or its solution cell) is shown without a
+click. Links (``<a href=...>``, e.g. the Binder and Colab
 launch buttons) are allowed: they are navigation, not resources.
 """
 
@@ -28,6 +30,9 @@ _RESOURCE = re.compile(
 _CDN_WORD = re.compile(r"cdn\.|cdnjs|jsdelivr|unpkg\.com|googleapis", re.IGNORECASE)
 _MATH = re.compile(r'class="[^"]*\bmath\b')
 _DISPLAY_MATH = re.compile(r'<div class="math\b')
+_SOLUTION_DIV = re.compile(r'<div class="solution\b([^"]*)"')
+# the first line of a solution cell, "# Exercise 2 (3 points): ...", as Pygments highlights it
+_SOLUTION_CELL = re.compile(r'<span class="c1">#\s*Exercise \d+ \(\d+ points?\)')
 
 
 def problems_in_page(html: str) -> list[str]:
@@ -48,6 +53,17 @@ def problems_in_page(html: str) -> list[str]:
         found.append(f"CDN reference ...{html[start:match.end() + 40]!r}...")
     if _MATH.search(html) and "_static/mathjax/tex-chtml.js" not in html:
         found.append("page has math but does not load the vendored _static/mathjax/tex-chtml.js")
+    for match in _SOLUTION_DIV.finditer(html):
+        if "dropdown" not in match.group(1).split():
+            found.append("a {solution} is shown open: give it :class: dropdown")
+    for match in _SOLUTION_CELL.finditer(html):
+        # the cell (input and output) sits in a closed <details> of a hide-cell cell
+        cell = html.rfind('<div class="cell', 0, match.start())
+        opened = html.rfind("<details", 0, match.start())
+        if cell < 0 or "tag_hide-cell" not in html[cell:html.find(">", cell)] or opened < cell \
+                or html.rfind("</details>", 0, match.start()) > opened \
+                or re.search(r"\bopen\b", html[opened:html.find(">", opened)]):
+            found.append("a solution cell is shown open: tag it hide-cell")
     if _DISPLAY_MATH.search(html) and "_static/mvkm.css" not in html:
         found.append("page has display math but does not load _static/mvkm.css (long equations clipped)")
     return found

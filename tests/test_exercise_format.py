@@ -71,7 +71,7 @@ def test_every_exercise_follows_the_format(nb_path):
         fence = re.search(r"\{solution\}[ \t]*" + re.escape(label) + r"\s*\n((?:[ \t]*:[^\n]*\n)*)", statement)
         assert fence and ":class: dropdown" in fence.group(1), f"{label}: the {{solution}} must be a dropdown"
         sol = nb.cells[ex.solution]
-        assert "hide-input" in sol.metadata.get("tags", []), f"{label}: the solution cell must be collapsed"
+        assert "hide-cell" in sol.metadata.get("tags", []), f"{label}: the solution cell must be collapsed"
         defined = _names(sol.source, ast.Store)
         assert set(ex.names) <= defined, f"{label}: names not assigned in the solution cell"
         # names defined only by this solution cell are used nowhere outside its exercise

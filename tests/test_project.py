@@ -122,6 +122,16 @@ def test_every_chapter_in_the_toc_exists_and_every_notebook_is_in_the_toc():
         ('<script src="../_static/mathjax/tex-chtml.js"></script><div class="math">x</div>', True),
         ('<script src="../_static/mathjax/tex-chtml.js"></script>'
          '<link rel="stylesheet" href="../_static/mvkm.css"><div class="math">x</div>', False),
+        # solutions stay collapsed until the reader opens them
+        ('<div class="solution admonition" id="s">', True),
+        ('<div class="solution dropdown admonition" id="s">', False),
+        ('<div class="cell"><pre><span class="c1"># Exercise 1 (2 points): x</span></pre></div>', True),
+        ('<div class="cell tag_hide-cell docutils"><details class="hide"><summary>s</summary><pre>'
+         '<span class="c1"># Exercise 1 (2 points): x</span></pre></details>', False),
+        ('<div class="cell tag_hide-input docutils"><details class="hide"><summary>s</summary><pre>'
+         '<span class="c1"># Exercise 1 (2 points): x</span></pre></details>', True),   # output shown
+        ('<div class="cell tag_hide-cell"><details class="hide" open><pre>'
+         '<span class="c1"># Exercise 1 (1 point): x</span></pre></details>', True),
     ],
 )
 def test_offline_html_checker(html, bad):

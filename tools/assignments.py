@@ -158,7 +158,7 @@ def master(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
             continue
         if i in by_solution:
             ex = by_solution[i]
-            cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t != "hide-input"]
+            cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t not in ("hide-cell", "hide-input")]
             cell.source = ("# BEGIN SOLUTION NO PROMPT\n" + cell.source.rstrip() + "\n# END SOLUTION\n"
                            '""" # BEGIN PROMPT\n' + stub(ex, cell.source) + '\n""" # END PROMPT')
             cells += [raw("# BEGIN SOLUTION"), cell, raw("# END SOLUTION"), raw("# BEGIN TESTS")]
