@@ -31,8 +31,6 @@ PENDING = {
     "book/foundations/stiefel",
     "book/rkm/objective", "book/rkm/primal", "book/rkm/dual", "book/rkm/inference",
     "book/rkm/sines", "book/rkm/santafe", "book/rkm/parametric",
-    "book/ppca/spaces", "book/ppca/primal", "book/ppca/dual", "book/ppca/sampling",
-    "book/ppca/preimage", "book/ppca/experiments",
 }
 
 
