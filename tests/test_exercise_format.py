@@ -28,7 +28,6 @@ NOTEBOOKS = [nb for _, nb in assignments.chapters()]
 #: "check" cell. Each one leaves this list when it is converted (the test below
 #: fails if the list and the notebooks disagree).
 PENDING = {
-    "book/rkm/inference",
     "book/rkm/sines", "book/rkm/santafe", "book/rkm/parametric",
 }
 
