@@ -28,7 +28,7 @@ NOTEBOOKS = [nb for _, nb in assignments.chapters()]
 #: "check" cell. Each one leaves this list when it is converted (the test below
 #: fails if the list and the notebooks disagree).
 PENDING = {
-    "book/rkm/santafe", "book/rkm/parametric",
+    "book/rkm/parametric",
 }
 
 
