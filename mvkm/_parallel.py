@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
+from numbers import Integral
 from typing import Any, TypeVar
 
 import numpy as np
@@ -24,21 +27,84 @@ _BLOCK_BYTES = 1 << 22
 _PARALLEL_MIN_N = 2048
 
 
-def n_threads() -> int:
-    """Worker threads for the element-wise passes: the usable cores, at most 8."""
+_N_JOBS: ContextVar[int | None] = ContextVar("mvkm_n_jobs", default=None)
+_CONTROLLER: Any = None
+
+
+def _cores() -> int:
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 8))
+        return os.cpu_count() or 1
+
+
+def check_n_jobs(n_jobs: Any, name: str = "n_jobs") -> int | None:
+    """``None``, ``-1`` (every usable core) or a positive integer; raise a ``ValueError`` otherwise."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral) or not (n_jobs >= 1 or n_jobs == -1):
+        raise ValueError(f"{name} must be None, -1 or a positive integer, got {n_jobs!r}")
+    return int(n_jobs)
+
+
+@contextmanager
+def limit_threads(n_jobs: int | None) -> Iterator[None]:
+    """Within the block, mvkm's thread pool uses ``n_jobs`` workers (``None``: the default rule)."""
+    token = _N_JOBS.set(check_n_jobs(n_jobs))
+    try:
+        yield
+    finally:
+        _N_JOBS.reset(token)
+
+
+def _user_limit() -> int | None:
+    """The thread limit the user set: threadpoolctl's current BLAS/OpenMP limit, or the
+    environment (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``)."""
+    global _CONTROLLER
+    limits: list[int] = []
+    try:  # the current limits: the environment at start-up, or a threadpool_limits block
+        from threadpoolctl import ThreadpoolController
+
+        if _CONTROLLER is None:
+            _CONTROLLER = ThreadpoolController()
+        limits = [int(info["num_threads"]) for info in _CONTROLLER.info()
+                  if info.get("user_api") in ("blas", "openmp") and info.get("num_threads")]
+    except Exception:  # pragma: no cover - threadpoolctl unusable: the environment decides
+        pass
+    if not limits:
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            value = os.environ.get(var, "").strip().split(",")[0]
+            if value.isdigit() and int(value) >= 1:
+                limits.append(int(value))
+    return min(limits) if limits else None
+
+
+def n_threads(n_jobs: int | None = None) -> int:
+    """Worker threads for the element-wise passes over n x n matrices.
+
+    In order: ``n_jobs`` if given (``-1``: every usable core), else the ``n_jobs``
+    of an enclosing :func:`limit_threads` (an estimator's ``n_jobs``), else the
+    usable cores, at most 8, and at most the limit the user set for BLAS/OpenMP
+    (``threadpoolctl.threadpool_limits`` or ``OMP_NUM_THREADS`` and friends),
+    so that a process held to one thread (a Dask worker, a shared machine) stays
+    on one.
+    """
+    cores = _cores()
+    n_jobs = check_n_jobs(n_jobs)
+    if n_jobs is None:
+        n_jobs = _N_JOBS.get()
+    if n_jobs is not None:
+        return cores if n_jobs == -1 else max(1, min(n_jobs, cores))
+    limit = _user_limit()
+    return max(1, min(cores, 8, limit if limit is not None else cores))
 
 
 def run_parallel(task: Callable[[T], Any], items: Iterable[T], n: int) -> list[Any]:
     """Return ``[task(item) for item in items]``, computed on threads when ``n`` is large.
 
     ``n`` is the size of the matrix being processed: below ``_PARALLEL_MIN_N``
-    the items run serially. BLAS is held to one thread meanwhile, so that tile
-    products do not oversubscribe the cores.
+    the items run serially; above, on :func:`n_threads` workers. BLAS is held to
+    one thread meanwhile, so that tile products do not oversubscribe the cores.
     """
     items = list(items)
     if len(items) <= 1:

@@ -15,6 +15,8 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "check_array",
+    "check_not_sparse",
+    "reset_fitted",
     "check_square",
     "check_symmetric",
     "check_sparse_symmetric",
@@ -66,25 +68,67 @@ def check_array(
     """
     if X is None:
         raise TypeError(f"{name} must be an array, got None")
-    if np.iscomplexobj(X):
-        raise ValueError(f"{name} must be real-valued, got a complex array")
+    check_not_sparse(X, name)
     try:
-        arr = np.asarray(X, dtype=dtype)
+        raw = np.asarray(X)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {type(X).__name__}") from exc
+    if raw.dtype.kind in "USa" or (raw.dtype == object and any(
+            isinstance(v, (str, bytes)) for v in raw.ravel())):
+        raise TypeError(
+            f"{name} must be a numeric array, got strings (dtype {raw.dtype}); convert "
+            "them to numbers explicitly, e.g. X.astype(float)"
+        )
+    if np.iscomplexobj(raw) or (raw.dtype == object and any(
+            isinstance(v, (complex, np.complexfloating)) for v in raw.ravel())):
+        raise ValueError(f"{name} must be real-valued: Complex data not supported, got a complex array")
+    try:
+        arr = np.asarray(raw, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise TypeError(
-            f"{name} must be a numeric array, got {type(X).__name__}"
+            f"{name} must be a numeric array, got {type(X).__name__} of dtype {raw.dtype} ({exc})"
         ) from exc
     if arr.ndim != ndim:
+        hint = ("; Reshape your data either using array.reshape(-1, 1) if it has a single "
+                "feature or array.reshape(1, -1) if it contains a single sample"
+                if ndim == 2 and arr.ndim == 1 else "")
         raise ValueError(
-            f"{name} must be a {ndim}-D array, got an array of shape {arr.shape}"
+            f"{name} must be a {ndim}-D array, got an array of shape {arr.shape}{hint}"
         )
     if arr.size == 0:
-        raise ValueError(f"{name} must be non-empty, got shape {arr.shape}")
+        what = ""
+        if arr.ndim == 2:
+            what = (f": 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required."
+                    if arr.shape[0] == 0 else
+                    f": 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
+        raise ValueError(f"{name} must be non-empty, got shape {arr.shape}{what}")
     # A sum is NaN/inf if any entry is (one cheap pass, no boolean n x n array);
     # only when the sum overflows do we look entry by entry.
     if not allow_nan and not np.isfinite(arr.sum()) and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
     return np.ascontiguousarray(arr)
+
+
+def check_not_sparse(X: Any, name: str = "X") -> None:
+    """Raise the package's one error for a scipy sparse matrix where a dense array is needed."""
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        raise TypeError(
+            f"{name}: sparse input is not supported (got {type(X).__name__}); pass a dense "
+            "array, e.g. X.toarray()"
+        )
+
+
+def reset_fitted(estimator: Any) -> None:
+    """Delete the fitted attributes (names ending in ``_``) of ``estimator``.
+
+    Called first by every ``fit``: a refit with other parameters (another
+    formulation or solver) must not leave attributes of the previous fit behind.
+    Parameters (set in ``__init__``) never end in ``_`` and are kept.
+    """
+    for attr in [a for a in vars(estimator) if a.endswith("_") and not a.startswith("__")]:
+        delattr(estimator, attr)
 
 
 #: Relative asymmetry, max|K - K^T| / max|K|, tolerated in a "symmetric" matrix.

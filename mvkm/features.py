@@ -178,20 +178,33 @@ class Nystrom(TransformerMixin, BaseEstimator):
         return k
 
     def fit(self, X: ArrayLike, y: Any = None) -> "Nystrom":
-        """Choose landmarks among the rows of ``X`` and factor their Gram matrix."""
+        """Choose landmarks among the rows of ``X`` and factor their Gram matrix.
+
+        Raises
+        ------
+        ValueError
+            If the landmark Gram matrix has no positive eigenvalue (0 features).
+        """
         kernel = self._kernel()
         X = check_array(X, "X")
         m = check_count(self.n_landmarks, "n_landmarks")
         if m > X.shape[0]:
             raise ValueError(
-                f"n_landmarks must be at most the number of samples ({X.shape[0]}), got {m}"
+                f"n_landmarks must be at most the number of samples (n_samples = {X.shape[0]}), got {m}"
             )
         rng = check_random_state(self.random_state)
         idx = np.sort(rng.choice(X.shape[0], size=m, replace=False))
         self.landmarks_ = X[idx].copy()
         Kmm = kernel(self.landmarks_)
         evals, evecs = np.linalg.eigh(0.5 * (Kmm + Kmm.T))
-        keep = evals > evals.max() * m * np.finfo(float).eps
+        top = float(evals.max())
+        if not np.all(np.isfinite(evals)) or not top > 0.0:
+            raise ValueError(
+                f"the landmark Gram matrix kernel(landmarks) has no positive eigenvalue "
+                f"(largest {top:.3g}): the Nystrom map would have 0 features; check the "
+                "kernel and the data (e.g. a linear kernel on all-zero rows)"
+            )
+        keep = evals > top * m * np.finfo(float).eps
         self.normalization_ = evecs[:, keep] / np.sqrt(evals[keep])
         self.n_features_in_ = X.shape[1]
         self.n_features_out_ = int(keep.sum())

@@ -19,6 +19,9 @@ from numbers import Integral, Real
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from contextlib import nullcontext
+
+from ._parallel import limit_threads
 from ._parallel import row_blocks as _row_blocks
 from ._parallel import row_col_means
 from ._parallel import run_parallel as _run_parallel
@@ -180,7 +183,8 @@ class Kernel(ABC):
     def _gram(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None) -> NDArray[np.float64]:
         """Gram matrix of validated inputs (``Y is None`` means ``Y = X``)."""
 
-    def __call__(self, X: ArrayLike, Y: ArrayLike | None = None) -> NDArray[np.float64]:
+    def __call__(self, X: ArrayLike, Y: ArrayLike | None = None, *,
+                 n_jobs: int | None = None) -> NDArray[np.float64]:
         """Return the Gram matrix ``[k(x_i, y_j)]`` of shape ``(len(X), len(Y))``.
 
         Parameters
@@ -188,12 +192,17 @@ class Kernel(ABC):
         X : array_like of shape (n, d)
         Y : array_like of shape (m, d), optional
             Defaults to ``X``; the result is then symmetric.
+        n_jobs : int, optional
+            Threads for the tiles of a large matrix (``-1``: every usable core).
+            ``None``: the user's BLAS/OpenMP limit (``threadpoolctl`` or
+            ``OMP_NUM_THREADS``), at most 8 (see the README, "Threads").
 
         Returns
         -------
         K : ndarray of shape (n, m)
         """
-        return self._gram(*_check_pair(X, Y))
+        with limit_threads(n_jobs) if n_jobs is not None else nullcontext():
+            return self._gram(*_check_pair(X, Y))
 
     def diag(self, X: ArrayLike) -> NDArray[np.float64]:
         """Return :math:`k(x_i, x_i)` for every row of ``X`` without the full Gram matrix."""
@@ -215,18 +224,78 @@ class Linear(Kernel):
     r"""The linear kernel :math:`k(x, y) = x^\top y` (feature map: the identity)."""
 
     def _gram(self, X, Y):
-        return X @ (X if Y is None else Y).T
+        with np.errstate(over="ignore", invalid="ignore"):
+            K = X @ (X if Y is None else Y).T
+        return _check_finite_gram(K, self)
 
     def diag(self, X: ArrayLike) -> NDArray[np.float64]:
         Xa = check_array(X, "X")
         return np.einsum("ij,ij->i", Xa, Xa)
 
 
+# Squared norms of rows are safe from overflow while (max|x_ij| / scale)^2 * 4 d stays below this.
+_OVERFLOW_GUARD = 1e300
+
+
+def _max_abs(X: NDArray[np.float64], Y: NDArray[np.float64] | None) -> float:
+    s = float(np.max(np.abs(X)))
+    return s if Y is None else max(s, float(np.max(np.abs(Y))))
+
+
+def _check_finite_gram(K: NDArray[np.float64], kernel: "Kernel") -> NDArray[np.float64]:
+    """Raise a ``ValueError`` naming the kernel if the Gram matrix overflowed."""
+    if not np.isfinite(K.sum()) and not np.all(np.isfinite(K)):
+        raise ValueError(
+            f"the Gram matrix of {kernel!r} is not finite: the inputs X (and Y) are too large "
+            "for float64 in this kernel (an entry overflowed); rescale the data"
+        )
+    return K
+
+
 class _RadialKernel(Kernel):
-    r"""A kernel of the distance :math:`\|x - y\|` with a length scale ``sigma``, equal to 1 at 0."""
+    r"""A kernel of the distance :math:`\|x - y\|` with a length scale ``sigma``, equal to 1 at 0.
+
+    Inputs so large (or ``sigma`` so small) that :math:`\|x\|^2 / \sigma^2` would
+    overflow are handled by scaling first: with :math:`s = \max|x_{ij}|`, the
+    distances of :math:`x / s` are computed and the exponent
+    :math:`\|x - y\|^p / (c\,\sigma^p)` is assembled in logarithms,
+    :math:`\exp(\log(\|x/s - y/s\|^p / c) + p \log(s / \sigma))`, which is
+    finite or overflows to :math:`+\infty` (a kernel value of exactly 0), never NaN.
+    Ordinary inputs take the direct path.
+    """
+
+    #: the exponent is ||x - y||^_POWER / (_DIVISOR sigma^_POWER)
+    _POWER: float = 2.0
+    _DIVISOR: float = 2.0
 
     def __init__(self, sigma: float = 1.0) -> None:
         self.sigma = check_positive(sigma, "sigma")
+
+    def _needs_rescaling(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None,
+                         unit: float) -> tuple[bool, float]:
+        """Whether squared norms of ``X / unit`` could overflow; also ``max|x_ij|``."""
+        s = _max_abs(X, Y)
+        ratio = s / unit
+        return not (np.isfinite(ratio) and ratio * ratio * 4 * X.shape[1] < _OVERFLOW_GUARD), s
+
+    def _gram_rescaled(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None,
+                       s: float) -> NDArray[np.float64]:
+        """The Gram matrix through the distances of ``X / s`` and the exponent in logarithms."""
+        log_scale = self._POWER * (np.log(s) - np.log(self.sigma))
+        half_power = 0.5 * self._POWER
+        log_div = np.log(self._DIVISOR)
+
+        def to_kernel(tile):
+            with np.errstate(divide="ignore", over="ignore"):
+                np.log(tile, out=tile)                        # log 0 = -inf: kernel value 1
+                tile *= half_power
+                tile += log_scale - log_div
+                np.exp(tile, out=tile)                        # the exponent, maybe +inf
+            np.negative(tile, out=tile)
+            np.exp(tile, out=tile)
+
+        return _squared_distances(X / s, None if Y is None else Y / s, refine=True,
+                                  post=to_kernel)
 
     def diag(self, X: ArrayLike) -> NDArray[np.float64]:
         return np.ones(check_array(X, "X").shape[0])
@@ -243,6 +312,9 @@ class RBF(_RadialKernel):
     """
 
     def _gram(self, X, Y):
+        rescale, s = self._needs_rescaling(X, Y, self.sigma)
+        if rescale:
+            return self._gram_rescaled(X, Y, s)
         # With z = x / sigma the exponent is z_i^T z_j - |z_i|^2/2 - |z_j|^2/2
         # = -|x_i - x_j|^2 / (2 sigma^2): per tile one product, one subtraction,
         # a clip at 0 and an exp. No cancellation refinement is needed: an
@@ -275,7 +347,13 @@ class Laplacian(_RadialKernel):
         Length scale :math:`\sigma > 0`.
     """
 
+    _POWER = 1.0
+    _DIVISOR = 1.0
+
     def _gram(self, X, Y):
+        rescale, s = self._needs_rescaling(X, Y, 1.0)
+        if rescale:
+            return self._gram_rescaled(X, Y, s)
         scale = -1.0 / self.sigma
 
         def to_laplacian(tile):
@@ -308,7 +386,9 @@ class Polynomial(Kernel):
     def _gram(self, X, Y):
         K = X @ (X if Y is None else Y).T
         K += self.c
-        return np.power(K, self.degree, out=K)
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.power(K, self.degree, out=K)
+        return _check_finite_gram(K, self)
 
     def diag(self, X: ArrayLike) -> NDArray[np.float64]:
         Xa = check_array(X, "X")
@@ -324,7 +404,7 @@ def centering_matrix(n: int) -> NDArray[np.float64]:
     return np.eye(n) - np.full((n, n), 1.0 / n)
 
 
-def center_gram(K: ArrayLike, *, copy: bool = True) -> NDArray[np.float64]:
+def center_gram(K: ArrayLike, *, copy: bool = True, n_jobs: int | None = None) -> NDArray[np.float64]:
     r"""Centre a training Gram matrix in feature space, in :math:`O(n^2)`.
 
     Returns :math:`K_c = M_c K M_c` with :math:`M_c = I - \frac1n 1 1^\top`,
@@ -342,6 +422,9 @@ def center_gram(K: ArrayLike, *, copy: bool = True) -> NDArray[np.float64]:
     copy : bool, default=True
         If False and ``K`` is a C-contiguous float64 array, centre it in place
         and return it (no ``n x n`` allocation: the fast path for large ``n``).
+    n_jobs : int, optional
+        Threads for the passes over a large ``K`` (``-1``: every usable core);
+        ``None``: the user's BLAS/OpenMP limit, at most 8 (README, "Threads").
 
     Returns
     -------
@@ -361,20 +444,32 @@ def center_gram(K: ArrayLike, *, copy: bool = True) -> NDArray[np.float64]:
     >>> bool(np.allclose(Kc.sum(axis=0), 0))
     True
     """
+    if n_jobs is not None:
+        with limit_threads(n_jobs):
+            return center_gram(K, copy=copy)
     Kc = check_square(K, "K")
     if copy or Kc is not K:  # never modify the caller's array unless asked to
         Kc = Kc.copy()
-    row, col = row_col_means(Kc)
-    scale = float(np.abs(row).max()) + float(np.abs(col).max())
-    if np.abs(row - col).max() <= 1e-12 * max(scale, np.finfo(float).tiny):
-        row = col = 0.5 * (row + col)
-    grand = float(row.mean())
+    with np.errstate(over="ignore", invalid="ignore"):
+        row, col = row_col_means(Kc)
+        scale = float(np.abs(row).max()) + float(np.abs(col).max())
+        if np.abs(row - col).max() <= 1e-12 * max(scale, np.finfo(float).tiny):
+            row = col = 0.5 * (row + col)
+        grand = float(row.mean())
 
-    def subtract(blk: slice) -> None:
-        # one subtraction of (row_i + col_j - grand): symmetric when row == col
+    def subtract(blk: slice) -> bool:
+        # one subtraction of (row_i + col_j - grand): symmetric when row == col;
+        # the block's sum, taken while it is in cache, tells whether it stayed finite
         Kc[blk] -= (row[blk, None] + col[None, :]) - grand
+        return bool(np.isfinite(Kc[blk].sum())) or bool(np.all(np.isfinite(Kc[blk])))
 
-    _run_parallel(subtract, _row_blocks(*Kc.shape), Kc.shape[0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = all(_run_parallel(subtract, _row_blocks(*Kc.shape), Kc.shape[0]))
+    if not (finite and np.isfinite(grand)):
+        raise ValueError(
+            f"center_gram(K): the centred matrix is not finite (max|K| = {np.abs(K).max():.3g} "
+            "overflows float64 in the row, column or grand means); rescale K"
+        )
     return Kc
 
 
@@ -428,24 +523,24 @@ def uncenter_kernel_values(Kc_alpha: ArrayLike, alpha: ArrayLike,
                            train_means: ArrayLike) -> NDArray[np.float64]:
     r"""Uncentred kernel values of points given by dual coefficients.
 
-    A point :math:`\hat\phi = ar\phi + \Phi_c^	op lpha` of the span of the
+    A point :math:`\hat\phi = \bar\phi + \Phi_c^\top \alpha` of the span of the
     centred training features (a reconstruction, a prediction or a sample of a
-    dual model) has centred kernel values :math:`K_c lpha` with the training
+    dual model) has centred kernel values :math:`K_c \alpha` with the training
     points; its uncentred ones are
 
     .. math::
-        k(x_i, \hat x) = \phi_i^	op \hat\phi
-        = (K_c lpha)_i + m_i + lpha^	op (m - ar m 1),
+        k(x_i, \hat x) = \phi_i^\top \hat\phi
+        = (K_c \alpha)_i + m_i + \alpha^\top (m - \bar m 1),
 
-    with :math:`m_i = rac1n \sum_j k(x_i, x_j) = \phi_i^	op ar\phi` and
-    :math:`ar m = rac1n \sum_i m_i = ar\phi^	opar\phi` (expand
-    :math:`\phi_i^	op \hat\phi` with :math:`\phi_i = ar\phi + (\phi_i - ar\phi)`).
+    with :math:`m_i = \frac1n \sum_j k(x_i, x_j) = \phi_i^\top \bar\phi` and
+    :math:`\bar m = \frac1n \sum_i m_i = \bar\phi^\top\bar\phi` (expand
+    :math:`\phi_i^\top \hat\phi` with :math:`\phi_i = \bar\phi + (\phi_i - \bar\phi)`).
     These are what a kernel-smoother pre-image needs.
 
     Parameters
     ----------
     Kc_alpha : array_like of shape (m, n)
-        Rows :math:`(K_c lpha)^	op`, one per point.
+        Rows :math:`(K_c \alpha)^\top`, one per point.
     alpha : array_like of shape (m, n)
         The dual coefficients of each point.
     train_means : array_like of shape (n,)

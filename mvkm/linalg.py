@@ -171,6 +171,10 @@ _MAX_FILTER_DEGREE = 8
 _MAX_FILTER_GROWTH = 1e8
 
 
+#: ``"subspace"``: a Ritz value below ``-_PSD_RTOL`` times the largest magnitude proves K not PSD.
+_PSD_RTOL = 1e-8
+
+
 class ConvergenceWarning(RuntimeWarning):
     """An iterative eigensolver stopped at ``max_iter`` before meeting ``tol``."""
 
@@ -339,8 +343,13 @@ def _chebyshev_filter(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64
 
 def _subspace_top(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64]], n: int, s: int,
                   tol: float, max_iter: int, rng: np.random.Generator
-                  ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Chebyshev-filtered block subspace iteration with Rayleigh-Ritz and hard locking."""
+                  ) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
+    """Chebyshev-filtered block subspace iteration with Rayleigh-Ritz and hard locking.
+
+    Also returns the smallest Ritz value met relative to the largest magnitude: a
+    negative Rayleigh quotient proves that ``K`` is not PSD (the method's assumption).
+    """
+    worst = 0.0
     b = min(n, s + max(_MIN_OVERSAMPLING, s))
     Q = _orthonormal_basis(rng.standard_normal((n, b)))
     KQ = matmat(Q)
@@ -349,6 +358,8 @@ def _subspace_top(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64]], 
     converged = False
     for iteration in range(1, max_iter + 1):
         theta, V, KV = _rayleigh_ritz(Q, KQ)
+        big = max(abs(float(theta[0])), abs(float(theta[-1])), np.finfo(float).tiny)
+        worst = min(worst, float(theta[-1]) / big)
         k = s - lam_locked.size  # wanted pairs still active
         lam_1 = max(float(theta[0]), float(lam_locked[0]) if lam_locked.size else -np.inf)
         residuals = np.linalg.norm(KV[:, :k] - V[:, :k] * theta[:k], axis=0)
@@ -383,7 +394,7 @@ def _subspace_top(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64]], 
     w = np.concatenate([lam_locked, theta[:k]])
     V_all = np.hstack([X_locked, V[:, :k]])
     order = np.argsort(-w, kind="stable")
-    return w[order], V_all[:, order]
+    return w[order], V_all[:, order], worst
 
 
 def _auto_method(K: Any, n: int, s: int) -> str:
@@ -419,7 +430,9 @@ def top_eigh(
     K : array_like of shape (n, n), sparse matrix or scipy.sparse.linalg.LinearOperator
         Symmetric; positive semi-definite for ``method="subspace"`` (the other
         methods accept any symmetric matrix and return its algebraically
-        largest eigenvalues). Sparse matrices and ``LinearOperator`` (which must
+        largest eigenvalues). The subspace iteration checks this: a Ritz value
+        below ``-1e-8`` times the largest magnitude proves ``K`` indefinite, and
+        the eigenpairs are then computed by ``"arpack"`` with a ``RuntimeWarning``. Sparse matrices and ``LinearOperator`` (which must
         implement ``matmat`` efficiently for ``"subspace"``) are accepted by the
         iterative methods; a ``LinearOperator`` is not checked for symmetry.
     n_components : int
@@ -591,9 +604,21 @@ def top_eigh(
     elif method == "arpack":
         w, V = _arpack_top(K, s, tol, max_iter, rng, scale, means)
     else:
+        # Near overflow (|K Z| <= n max|K| max|Z|), K is applied as K / max|K| to Z shrunk
+        # by n max|Z|, and the eigenvalues are scaled back at the end
+        unit = 1.0
         if is_array:
+            big = scale if scale is not None else max_abs(K)
+            huge = big * n > 1e300
+            unit = big if huge else 1.0
+
             def product(Z: NDArray[np.float64]) -> NDArray[np.float64]:
-                return K @ Z
+                if not huge:
+                    return K @ Z
+                pre = n * max(max_abs(Z), np.finfo(float).tiny)
+                KZ = K @ (Z / pre)
+                KZ *= pre / unit
+                return KZ
         elif scipy.sparse.issparse(K):
             def product(Z: NDArray[np.float64]) -> NDArray[np.float64]:
                 return np.asarray(K @ Z)
@@ -604,9 +629,30 @@ def top_eigh(
         def matmat(Z: NDArray[np.float64]) -> NDArray[np.float64]:
             KZ = product(Z)
             if means is not None:
-                _subtract_centering(KZ, Z, means, 1.0)
+                _subtract_centering(KZ, Z, means, 1.0 / unit)
             return KZ
 
-        w, V = _subspace_top(matmat, n, s, tol,
-                             _DEFAULT_SUBSPACE_MAX_ITER if max_iter is None else max_iter, rng)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            w, V, worst = _subspace_top(matmat, n, s, tol,
+                                        _DEFAULT_SUBSPACE_MAX_ITER if max_iter is None else max_iter,
+                                        check_random_state(random_state))
+        w = w * unit
+        if worst < -_PSD_RTOL:
+            # a negative Rayleigh quotient: K is not PSD, and the filtered iteration may
+            # have converged to eigenvalues of largest magnitude instead of the largest
+            warnings.warn(
+                f"top_eigh(method='subspace') needs a positive semi-definite K, but K has a "
+                f"negative Rayleigh quotient ({worst:.3g} times the largest magnitude): K is "
+                "not positive semi-definite; the eigenpairs were computed with method='arpack'",
+                RuntimeWarning, stacklevel=2)
+            w, V = _arpack_top(K, s, tol, max_iter, rng, scale, means)
+        else:
+            for item in caught:
+                warnings.warn_explicit(item.message, item.category, item.filename, item.lineno)
+    if not (np.all(np.isfinite(w)) and np.all(np.isfinite(V))):
+        raise ValueError(
+            f"top_eigh(method={method!r}) produced non-finite eigenpairs: K's entries "
+            "(or the centring of K) overflow float64 in the solver; rescale K"
+        )
     return np.ascontiguousarray(w, dtype=np.float64), flip_signs(V)

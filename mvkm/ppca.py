@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from math import comb
 from numbers import Integral, Real
 from typing import Any, Callable
 
@@ -78,17 +79,33 @@ from ._validation import (
     check_positive,
     check_random_state,
     check_symmetric,
+    reset_fitted,
 )
+from ._parallel import check_n_jobs, limit_threads
 from .features import Identity
-from .kernels import Linear, center_gram, center_test_gram, uncenter_kernel_values
-from .linalg import flip_signs, sign_convention
+from .kernels import Linear, Polynomial, _center_test_rows, center_gram, uncenter_kernel_values
+from .linalg import flip_signs, sign_convention, top_eigh
 from .preimage import kernel_smoother, stable_kernel_smoother
 
-__all__ = ["KernelPPCA", "PSD_RTOL"]
+__all__ = ["KernelPPCA", "PSD_RTOL", "RANK_RTOL", "DENSE_MAX_N"]
 
 #: A centred kernel matrix whose most negative eigenvalue is below
 #: ``-PSD_RTOL * largest`` is rejected as not positive semi-definite.
 PSD_RTOL = 1e-8
+
+#: Eigenvalues of K_c below ``RANK_RTOL * lambda_1`` (or below the round-off level
+#: ``N * eps * max(lambda_1, max k(x, x))``) count as zero: they and their eigenvectors
+#: are not determined by the data to better than ``eps * lambda_1 / lambda_p``, and
+#: samples drawn along them changed with the BLAS thread count. 1e-12 keeps every
+#: direction the book's chapters count (the smallest is 2.6e-12 lambda_1, the 40-point
+#: half circle of the sampling chapter). A larger cut-off is stabler (README example,
+#: relative change of samples between 1 and 2 threads: 2e-7 without a cut-off, 4e-8
+#: at 1e-12, 9e-9 at 1e-11, 3e-10 at 1e-10) but drops directions those chapters keep.
+RANK_RTOL = 1e-12
+
+#: The dual computes every eigenpair of K_c (LAPACK, O(N^3), exact numerical rank)
+#: up to this N; above it only the top q (:func:`mvkm.top_eigh`) and the trace.
+DENSE_MAX_N = 2000
 
 _FORMULATIONS = ("primal", "dual")
 _OUTPUTS = ("input", "feature", "kernel")
@@ -144,6 +161,10 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     formulation : {"dual", "primal"}, default="dual"
         Solve with the ``N x N`` kernel matrix (Props. 5-9) or with the
         ``N x d`` feature matrix (Props. 1-4; needs a finite feature map).
+    n_jobs : int, optional
+        Threads for the passes over the ``N x N`` kernel matrix during ``fit``
+        (``-1``: every usable core). ``None``: the user's BLAS/OpenMP limit
+        (``threadpoolctl`` or ``OMP_NUM_THREADS``), at most 8 (README, "Threads").
 
     Attributes
     ----------
@@ -159,14 +180,26 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         The source's eq. (6) for this :math:`q`,
         :math:`\sum_{p>q}\lambda_p / (N (N - q)) = \sigma^2_{\mathrm{ML}} (r - q) / (N - q)`.
     rank_ : int
-        :math:`r`, the numerical rank of :math:`K_c` (dimension of :math:`\mathcal H_E`).
+        :math:`r`, the rank of :math:`K_c` (dimension of :math:`\mathcal H_E`). In the
+        primal, and in the dual for ``n_samples <= DENSE_MAX_N`` (2000), the
+        numerical rank: the number of eigenvalues above
+        ``max(N eps max(lambda_1, max k(x, x)), RANK_RTOL lambda_1)`` (``RANK_RTOL
+        = 1e-12``). In the dual for larger ``N`` (where only the top ``q``
+        eigenpairs are computed) the generic rank: the number of distinct
+        training points minus one, capped by the dimension of a finite feature
+        space (explicit map, linear or polynomial kernel). For a smooth kernel on
+        low-dimensional data the two differ (the generic rank counts directions
+        whose eigenvalues are lost to round-off), and so does ``sigma2_``.
     eigenvalues_ : ndarray of shape (rank_,)
         :math:`\lambda_1 \ge \dots \ge \lambda_r > 0`, the non-zero eigenvalues
-        of :math:`K_c` (and of :math:`\Phi_c^\top \Phi_c`), unnormalised.
+        of :math:`K_c` (and of :math:`\Phi_c^\top \Phi_c`), unnormalised. For
+        ``N > DENSE_MAX_N`` (dual) computed on first access (:math:`O(N^3)`, once),
+        and only those above the cut-off.
     eigenvectors_ : ndarray of shape (n_samples, rank_)
         :math:`E_r`, the matching eigenvectors of :math:`K_c`; the sign of each
         makes its largest-magnitude entry positive (:func:`mvkm.flip_signs`), in
-        both formulations, so primal and dual latents agree.
+        both formulations, so primal and dual latents agree. Computed on first
+        access like ``eigenvalues_`` for ``N > DENSE_MAX_N``.
     explained_variance_ratio_ : ndarray of shape (n_components_,)
         :math:`\lambda_p / \sum_{l} \lambda_l`, :math:`p \le q`. Its sum is the
         "explained variance" the source reports.
@@ -182,11 +215,14 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         :math:`V_r^\top`, the principal directions in feature space, primal only.
     B_ : ndarray of shape (n_samples, n_samples)
         The symmetric square root of the covariance of :math:`k_c` (module
-        notes), used by :meth:`sample` in the dual.
+        notes), built on each access (never stored: :meth:`sample` applies it
+        in the eigenbasis). It needs every eigenpair (see ``eigenvalues_``).
     X_fit_ : ndarray of shape (n_samples, n_features_in_)
         The training inputs (needed for test kernels and pre-images).
     K_fit_ : ndarray of shape (n_samples, n_samples)
-        The uncentred training Gram matrix (dual only).
+        The uncentred training Gram matrix (dual only): kept for
+        ``N <= DENSE_MAX_N``, recomputed on access above (fit then holds a
+        single ``N x N`` matrix, centred in place, and keeps only its means).
     feature_map_ : transformer or None
         The fitted feature map (primal, or dual with ``feature_map``).
     n_features_in_ : int
@@ -218,12 +254,13 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components: int | None = None, sigma2: float | None = None,
                  kernel: Callable[..., Any] | None = None, feature_map: Any = None,
-                 formulation: str = "dual") -> None:
+                 formulation: str = "dual", n_jobs: int | None = None) -> None:
         self.n_components = n_components
         self.sigma2 = sigma2
         self.kernel = kernel
         self.feature_map = feature_map
         self.formulation = formulation
+        self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------ fit
     def _check_params(self) -> None:
@@ -288,13 +325,36 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             On NaN or infinite inputs, inconsistent parameters, a kernel matrix
             that is not positive semi-definite beyond round-off, ``n_components``
             not below the rank of :math:`K_c`, or ``sigma2 >= lambda_1 / N``.
+            (For ``N > DENSE_MAX_N`` in the dual only the computed top eigenvalues
+            are checked for positivity: the bottom of the spectrum is never formed.)
+
+        Notes
+        -----
+        Cost of the dual: for ``N <= DENSE_MAX_N`` one LAPACK eigendecomposition
+        of :math:`K_c` (:math:`O(N^3)`, every eigenpair, the exact numerical rank);
+        above, the kernel matrix is centred in place and only its top ``q``
+        eigenpairs are computed (:func:`mvkm.top_eigh`, ARPACK), with
+        :math:`\sum_{p>q}\lambda_p = \operatorname{tr}K_c - \sum_{p\le q}\lambda_p`
+        for eq. 6: one :math:`N \times N` matrix in memory and
+        :math:`O(N^2 q)` work per Lanczos sweep. ``sample``, ``B_`` and
+        ``eigenvalues_`` then compute the full spectrum once, on first use.
         """
         self._check_params()
+        reset_fitted(self)
+        with limit_threads(check_n_jobs(self.n_jobs)):
+            return self._fit(X)
+
+    def _fit(self, X: ArrayLike) -> "KernelPPCA":
         X = check_array(X, "X")
         N = X.shape[0]
+        if N < 2:
+            raise ValueError(f"KernelPPCA needs at least 2 samples, got n_samples = {N}")
         self._fit_feature_map(X)
         self.X_fit_ = X
         self.n_features_in_ = X.shape[1]
+        self.n_samples_ = N
+        self._spectrum_cache: tuple[Array, Array] | None = None
+        self._K_cache: Array | None = None
         if self.formulation == "primal":
             assert self.feature_map_ is not None
             Phi = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
@@ -303,77 +363,221 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             U, s, Vt = scipy.linalg.svd(Phi_c, full_matrices=False)
             lam = s**2
             scale = max(float(lam[0]), float(np.einsum("ij,ij->i", Phi, Phi).max()))
-            r = int(np.sum(lam > max(N, Phi.shape[1]) * np.finfo(float).eps * scale))
+            r = int(np.sum(lam > max(max(N, Phi.shape[1]) * np.finfo(float).eps * scale,
+                                     RANK_RTOL * float(lam[0]))))
             # sign convention on e_p = Phi_c v_p / sqrt(lambda_p), as in the dual
             signs = sign_convention(U[:, :r])
-            E = U[:, :r] * signs
+            E = U[:, :r] * signs                        # N x r, r <= d: O(N d) memory
             self.components_ = Vt[:r] * signs[:, None]
             self.Phi_fit_ = Phi
             self._diag_scale = float(np.mean(np.einsum("ij,ij->i", Phi, Phi)))
             self._row_means = Phi @ self.mean_          # m_i = phi_i^T mu = mean_j k(x_i, x_j)
+            self._train_means = self._row_means
+            self._spectrum_cache = (np.asarray(lam[:r], dtype=np.float64).copy(),
+                                    np.ascontiguousarray(E))
+            self.rank_ = r
+            self._trace = float(lam[:r].sum())
+            self._fit_top(None)
         else:
-            K = self._gram(X, None)
-            K = check_symmetric(K, "K")
-            self.K_fit_ = K
-            K_c = center_gram(K)
-            evals, evecs = scipy.linalg.eigh(K_c)
-            evals, evecs = evals[::-1], evecs[:, ::-1]
-            top = max(float(evals[0]), 0.0)
-            scale = max(top, float(np.abs(np.diagonal(K)).max()))
-            tol_rank = N * np.finfo(float).eps * scale
-            if evals[-1] < -max(PSD_RTOL * top, tol_rank):
-                raise ValueError(
-                    "the centred kernel matrix is not positive semi-definite: its most negative "
-                    f"eigenvalue {evals[-1]:.3g} is beyond round-off (below -{PSD_RTOL:g} * the "
-                    f"largest = {-PSD_RTOL * top:.3g}); use a positive semi-definite kernel"
-                )
-            r = int(np.sum(evals > tol_rank))
-            lam = evals
-            E = flip_signs(evecs[:, :r]) if r else evecs[:, :0]
+            K = check_symmetric(self._gram(X, None), "K")
             self._diag_scale = float(np.mean(np.diagonal(K)))
             self._row_means = K.mean(axis=1)
-        self.rank_ = r
-        self.eigenvalues_ = np.asarray(lam[:r], dtype=np.float64).copy()
-        self.eigenvectors_ = np.ascontiguousarray(E)
-        self.n_samples_ = N
-        q, sigma2 = self._choose_q_sigma2()
-        self.n_components_ = q
-        lam_r = self.eigenvalues_
-        tail = float(lam_r[q:].sum())
+            self._train_means = K.mean(axis=0)
+            scale_diag = float(np.abs(np.diagonal(K)).max())
+            if N <= DENSE_MAX_N:
+                self._K_cache = K
+                self._fit_dense_spectrum(center_gram(K), scale_diag)
+                self._fit_top(None)
+            else:
+                K_c = center_gram(K, copy=False)        # in place: one n x n matrix in all
+                self.rank_ = self._generic_rank(X)
+                self._trace = float(np.trace(K_c))
+                self._fit_top(K_c)
+        q, N, r = self.n_components_, self.n_samples_, self.rank_
+        lam_q = self._lam_q
+        tail = self._tail
         self.sigma2_ml_ = tail / (N * (r - q))
         self.sigma2_source_ = tail / (N * (N - q))
-        self.explained_variance_ratio_ = lam_r[:q] / lam_r.sum()
-        self._set_noise(sigma2)
+        self.explained_variance_ratio_ = lam_q / self._trace
+        self._set_noise(self._sigma2_init)
         return self
 
-    def _choose_q_sigma2(self) -> tuple[int, float]:
-        lam, N, r = self.eigenvalues_, self.n_samples_, self.rank_
+    # ------------------------------------------------------- the spectrum
+    def _fit_dense_spectrum(self, K_c: Array, scale_diag: float) -> None:
+        """All eigenpairs of K_c (LAPACK), the PSD check and the numerical rank (N <= DENSE_MAX_N)."""
+        N = K_c.shape[0]
+        evals, evecs = scipy.linalg.eigh(K_c)
+        evals, evecs = evals[::-1], evecs[:, ::-1]
+        top = max(float(evals[0]), 0.0)
+        tol_rank = N * np.finfo(float).eps * max(top, scale_diag)
+        if evals[-1] < -max(PSD_RTOL * top, tol_rank):
+            raise ValueError(
+                "the centred kernel matrix is not positive semi-definite: its most negative "
+                f"eigenvalue {evals[-1]:.3g} is beyond round-off (below -{PSD_RTOL:g} * the "
+                f"largest = {-PSD_RTOL * top:.3g}); use a positive semi-definite kernel"
+            )
+        r = int(np.sum(evals > max(tol_rank, RANK_RTOL * top)))
+        E = flip_signs(evecs[:, :r]) if r else evecs[:, :0]
+        self._spectrum_cache = (np.asarray(evals[:r], dtype=np.float64).copy(), np.ascontiguousarray(E))
+        self.rank_ = r
+        self._trace = float(self._spectrum_cache[0].sum())
+
+    def _generic_rank(self, X: Array) -> int:
+        r"""The rank of :math:`K_c` without its spectrum (N > DENSE_MAX_N).
+
+        ``#distinct rows - 1`` (centring removes one dimension; repeated points
+        add none), capped by the dimension of the feature space when it is finite
+        and known: the numerical rank of the centred explicit features (feature
+        map or linear kernel, by an SVD of the ``N x d`` features when ``d < N``),
+        or :math:`\binom{d + p}{p}` (:math:`\binom{d + p - 1}{p}` for
+        :math:`c = 0`) for a polynomial kernel of degree :math:`p`.
+        """
+        N, d = X.shape
+        r = len(np.unique(X, axis=0)) - 1
+        F = None
+        if self.feature_map_ is not None:
+            F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+        elif self.kernel is None or isinstance(self.kernel, Linear):
+            F = X
+        elif isinstance(self.kernel, Polynomial):
+            p = self.kernel.degree
+            r = min(r, comb(d + p, p) if self.kernel.c > 0 else comb(d + p - 1, p))
+        if F is not None:
+            if F.shape[1] < N:
+                s = scipy.linalg.svdvals(F - F.mean(axis=0))
+                scale = max(float(s[0]) ** 2, float(np.einsum("ij,ij->i", F, F).max()))
+                r = min(r, int(np.sum(s**2 > max(N, F.shape[1]) * np.finfo(float).eps * scale)))
+            else:
+                r = min(r, F.shape[1])
+        return int(r)
+
+    def _fit_top(self, K_c: Array | None) -> None:
+        r"""Choose q and sigma^2 and keep the top-q eigenpairs of K_c.
+
+        With the full spectrum (``K_c is None``) they are read from it; otherwise
+        :func:`mvkm.top_eigh` computes the top ``q`` only, and the discarded
+        variance comes from the trace,
+        :math:`\sum_{p > q} \lambda_p = \operatorname{tr} K_c - \sum_{p \le q} \lambda_p`
+        (the eigenvalues of :math:`K_c` sum to its trace, and those beyond the rank
+        vanish): eq. 6 needs nothing else.
+        """
+        N, r = self.n_samples_, self.rank_
         if r < 2:
             raise ValueError(
                 f"the centred kernel matrix has rank {r}: the model needs rank >= 2 "
-                "(one latent direction and at least one noise direction)"
+                "(one latent direction and at least one noise direction); X has "
+                f"n_samples = {N} and n_features = {self.n_features_in_}"
             )
+        if K_c is None:
+            lam, E = self._spectrum_cache  # type: ignore[misc]
+            q, sigma2 = self._choose_q_sigma2(lam, float(lam.sum()))
+            self._lam_q, self._E_q = lam[:q].copy(), np.ascontiguousarray(E[:, :q])
+            self._tail = float(lam[q:].sum())
+        else:
+            if self.n_components is not None:
+                k = check_n_components(self.n_components, r - 1, what=self._q_what())
+            else:
+                k = min(16, r - 1)
+            while True:
+                lam, E = top_eigh(K_c, k, check_symmetric=False)
+                if lam[0] <= 0 or (lam[-1] < -PSD_RTOL * lam[0]):
+                    raise ValueError("the centred kernel matrix is not positive semi-definite "
+                                     f"(top eigenvalues {lam[:3]}); use a positive semi-definite kernel")
+                q, sigma2 = self._choose_q_sigma2(lam, self._trace, partial=k < r - 1)
+                if q > 0:
+                    break
+                k = min(2 * k, r - 1)                   # sigma2 given, q not reached yet
+            self._lam_q, self._E_q = lam[:q].copy(), np.ascontiguousarray(E[:, :q])
+            self._tail = max(self._trace - float(lam[:q].sum()), 0.0)
+        self.n_components_ = q
+        self._sigma2_init = sigma2
+
+    def _q_what(self) -> str:
+        return (f"below the rank r = {self.rank_} of the centred kernel matrix, "
+                "the dimension of H_E; eq. 6 needs a discarded direction")
+
+    def _choose_q_sigma2(self, lam: Array, trace: float, *, partial: bool = False) -> tuple[int, float]:
+        """q and sigma^2 from the leading eigenvalues ``lam`` and the trace of K_c.
+
+        ``partial``: ``lam`` holds only the leading eigenvalues; returns q = 0 when
+        more are needed to find the q of a given ``sigma2``.
+        """
+        N, r = self.n_samples_, self.rank_
         if self.n_components is not None:
-            q = check_n_components(self.n_components, r - 1,
-                                   what=f"below the rank r = {r} of the centred kernel matrix, "
-                                        "the dimension of H_E; eq. 6 needs a discarded direction")
-            return q, float(lam[q:].sum()) / (N * (r - q))
+            q = check_n_components(self.n_components, r - 1, what=self._q_what())
+            if lam.size >= r and not partial:
+                tail = float(lam[q:].sum())
+            else:
+                tail = max(trace - float(lam[:q].sum()), 0.0)
+            return q, tail / (N * (r - q))
         sigma2 = float(self.sigma2)  # type: ignore[arg-type]
         if sigma2 >= lam[0] / N:
             raise ValueError(
                 f"sigma2={sigma2:.6g} violates sigma^2 < lambda_q / N (Prop. 3) even for q = 1: "
                 f"the bound is lambda_1 / N = {lam[0] / N:.6g}"
             )
-        tails = np.cumsum(lam[::-1])[::-1]                    # tails[q] = sum_{p > q} lambda_p
-        ml = tails[1:r] / (N * (r - np.arange(1, r)))          # sigma2_ML(q), q = 1 .. r-1
+        if lam.size >= r:
+            tails = np.cumsum(lam[::-1])[::-1]                # tails[q] = sum_{p > q} lambda_p
+            ml = tails[1:r] / (N * (r - np.arange(1, r)))      # sigma2_ML(q), q = 1 .. r-1
+        else:
+            qs = np.arange(1, lam.size + 1)
+            ml = np.maximum(trace - np.cumsum(lam), 0.0) / (N * (r - qs))
         ok = np.flatnonzero(ml <= sigma2)
-        q = int(ok[0]) + 1 if ok.size else r - 1
-        return q, sigma2
+        if ok.size:
+            return int(ok[0]) + 1, sigma2
+        if partial:
+            return 0, sigma2
+        return r - 1, sigma2
+
+    def _spectrum(self) -> tuple[Array, Array]:
+        """All ``rank_`` eigenpairs of K_c: kept from fit, or computed once on first use (O(N^3))."""
+        check_is_fitted(self, "sigma2_")
+        if self._spectrum_cache is None:
+            K_c = center_gram(self.K_fit_, copy=False)
+            evals, evecs = scipy.linalg.eigh(K_c)
+            evals, evecs = evals[::-1], evecs[:, ::-1]
+            # at most rank_ pairs, and only those above the cut-off (the generic rank_ of
+            # a large N may count directions whose eigenvalues are lost to round-off)
+            r = min(self.rank_, int(np.sum(evals > RANK_RTOL * max(float(evals[0]), 0.0))))
+            evals, evecs = evals[:r], flip_signs(evecs[:, :r])
+            self._spectrum_cache = (np.ascontiguousarray(evals), np.ascontiguousarray(evecs))
+        return self._spectrum_cache
+
+    @property
+    def eigenvalues_(self) -> Array:
+        r""":math:`\lambda_1 \ge \dots \ge \lambda_r`, shape (rank_,) (see the class notes)."""
+        return self._spectrum()[0]
+
+    @property
+    def eigenvectors_(self) -> Array:
+        """:math:`E_r`, shape (n_samples, rank_) (see the class notes)."""
+        return self._spectrum()[1]
+
+    @property
+    def K_fit_(self) -> Array:
+        """The uncentred training Gram matrix (dual), kept for N <= DENSE_MAX_N, else recomputed."""
+        check_is_fitted(self, "sigma2_")
+        if self.formulation == "primal":
+            raise AttributeError("K_fit_ is an attribute of the dual formulation")
+        if self._K_cache is not None:
+            return self._K_cache
+        return self._gram(self.X_fit_, None)
+
+    @property
+    def B_(self) -> Array:
+        """The symmetric square root of the covariance of k_c (module notes), n x n, built on access."""
+        lam, E = self._spectrum()
+        return (E * self._b(lam)) @ E.T
+
+    def _b(self, lam: Array) -> Array:
+        """The eigenvalues of B: lambda_p / sqrt(N) (p <= q), sigma sqrt(lambda_p) (p > q)."""
+        q, N = self.n_components_, self.n_samples_
+        return np.concatenate([lam[:q] / np.sqrt(N), np.sqrt(self.sigma2_ * lam[q:])])
 
     def _set_noise(self, sigma2: float) -> None:
-        """Set sigma2_ and everything that depends on it: W_ / A_ (eqs. 5, 13), M, B_."""
+        """Set sigma2_ and everything that depends on it: W_ / A_ (eqs. 5, 13) and M."""
         q, N = self.n_components_, self.n_samples_
-        lam, E = self.eigenvalues_, self.eigenvectors_
+        lam, E = self._lam_q, self._E_q
         self.sigma2_ = float(sigma2)
         d2 = 1.0 / N - self.sigma2_ / lam[:q]           # (I/N - sigma^2 Lambda_q^{-1}), eq. 13
         d2 = np.maximum(d2, 0.0)
@@ -385,8 +589,6 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             KcA = (E * lam) @ (E.T @ self.A_)               # K_c A
             self._M = self.A_.T @ KcA + self.sigma2_ * np.eye(q)
             self._M = 0.5 * (self._M + self._M.T)
-        b = np.concatenate([lam[:q] / np.sqrt(N), np.sqrt(self.sigma2_ * lam[q:])])
-        self.B_ = (E * b) @ E.T
 
     def with_sigma2(self, sigma2: float) -> "KernelPPCA":
         r"""A copy of this fitted model with the same :math:`q` and another :math:`\sigma^2`.
@@ -412,7 +614,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             raise TypeError(f"sigma2 must be a real number, got {sigma2!r}")
         sigma2 = check_positive(sigma2, "sigma2", strict=False)
         q, N = self.n_components_, self.n_samples_
-        bound = float(self.eigenvalues_[q - 1]) / N
+        bound = float(self._lam_q[q - 1]) / N
         if not sigma2 < bound:
             raise ValueError(
                 f"sigma2={sigma2:.6g} violates sigma^2 < lambda_q / N (Prop. 3): with "
@@ -441,8 +643,8 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "sigma2_")
         Xa = check_array(X, "X")
         if Xa.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {Xa.shape[1]} features, but KernelPPCA was fitted "
-                             f"with {self.n_features_in_}")
+            raise ValueError(f"X has {Xa.shape[1]} features, but KernelPPCA is expecting "
+                             f"{self.n_features_in_} features as input (the number seen in fit)")
         return Xa
 
     def _centred(self, X: Array) -> Array:
@@ -450,7 +652,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if self.formulation == "primal":
             assert self.feature_map_ is not None
             return check_array(self.feature_map_.transform(X), "feature_map.transform(X)") - self.mean_
-        return center_test_gram(self._gram(X, self.X_fit_), self.K_fit_)
+        return _center_test_rows(self._gram(X, self.X_fit_), self._train_means)
 
     def _exact_preimage(self) -> bool:
         if self.feature_map_ is not None:
@@ -613,34 +815,52 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             eps = rng.standard_normal((n_samples, self.rank_))
             phi = self.mean_ + z @ self.W_.T + np.sqrt(self.sigma2_) * (eps @ self.components_)
             return self._from_feature(phi, output, preimage, tau)
+        lam, E = self._spectrum()
+        q = self.n_components_
         xi = rng.standard_normal((n_samples, self.n_samples_))
-        kc = xi @ self.B_                                   # B symmetric: rows are (B xi)^T
+        c = xi @ E                                          # xi in the eigenbasis of K_c
+        kc = (c * self._b(lam)) @ E.T                       # k_c = B xi (rows)
         if output == "kernel":
             return kc
-        E, lam = self.eigenvectors_, self.eigenvalues_
-        a = ((kc @ E) / lam) @ E.T                          # a = K_c^+ k_c
-        return self._from_coefficients(a, output, preimage, tau)
+        # a = K_c^+ k_c = E diag(b_p / lambda_p) E^T xi, formed from xi: b_p / lambda_p is
+        # 1/sqrt(N) (p <= q) or sigma / sqrt(lambda_p) (p > q). Dividing the rounded k_c by
+        # lambda_p instead amplifies its round-off by lambda_1 / lambda_p (up to 1e13 at the
+        # rank cut-off), which made samples depend on the BLAS thread count.
+        ratio = np.concatenate([np.full(q, 1.0 / np.sqrt(self.n_samples_)),
+                                np.sqrt(self.sigma2_ / lam[q:])])
+        a = (c * ratio) @ E.T
+        return self._from_coefficients(a, output, preimage, tau, kc=kc)
 
     def score_samples(self, X: ArrayLike) -> Array:
-        r"""Log-likelihood of each point under the marginal (Prop. 2 primal, Prop. 9 dual).
+        r"""Log-likelihood of each point, the part of :math:`\phi(x)` outside :math:`\mathcal H_E` included.
 
-        The density is that of the coordinates of :math:`\phi(x) - \mu` in
-        :math:`\mathcal H_E` (dimension :math:`r`): with
-        :math:`c = V_r^\top(\phi - \mu) = \Lambda_r^{-1/2} E_r^\top k_c` and the
-        model covariance :math:`\operatorname{diag}(\lambda_p / N\ (p \le q),\ \sigma^2\ (p > q))`
-        in that basis,
+        The model's covariance :math:`C = W W^\top + \sigma^2 I` has the eigenvalues
+        :math:`\lambda_p / N` along :math:`v_1, \dots, v_q` and :math:`\sigma^2` in
+        every other direction, inside :math:`\mathcal H_E` or not. With
+        :math:`z = \phi(x) - \mu`, :math:`c_p = v_p^\top z = e_p^\top k_c / \sqrt{\lambda_p}`
+        and the residual :math:`\|z\|^2 - \sum_{p \le q} c_p^2` (the squared
+        reconstruction error of kernel PCA, computable from kernel values alone:
+        :math:`\|z\|^2 = k(x, x) - \tfrac2N \sum_j k(x, x_j) + \tfrac1{N^2}\sum_{ij} k(x_i, x_j)`),
+        this returns
 
         .. math::
-            \log p = -\tfrac12\Big(r \log 2\pi + \sum_{p \le q} \log\frac{\lambda_p}{N}
-                + (r - q)\log\sigma^2 + \sum_{p\le q}\frac{N (e_p^\top k_c)^2}{\lambda_p^2}
-                + \sum_{p > q}\frac{(e_p^\top k_c)^2}{\sigma^2\lambda_p}\Big),
+            s(x) = -\tfrac12\Big(r \log 2\pi + \sum_{p \le q} \log\frac{\lambda_p}{N}
+                + (r - q)\log\sigma^2 + \sum_{p\le q}\frac{N c_p^2}{\lambda_p}
+                + \frac{\|z\|^2 - \sum_{p \le q} c_p^2}{\sigma^2}\Big).
 
-        the last two sums being :math:`k_c^\top (B^2)^{+} k_c` (the source's eq. 57).
-        For ``d``-dimensional features of full rank (:math:`r = d < N`) this is the
-        ordinary Gaussian log-density of
-        :math:`\mathcal N(\mu, W W^\top + \sigma^2 I_d)` (compare scikit-learn's
-        ``PCA.score_samples``); the component of :math:`\phi - \mu` outside
-        :math:`\mathcal H_E`, if any, is ignored.
+        In a feature space of finite dimension :math:`d \ge r` this is the Gaussian
+        log-density :math:`\log \mathcal N(\phi; \mu, C)` plus the constant
+        :math:`\tfrac{d - r}2 \log(2\pi\sigma^2)`, the same for every point: the
+        normalisation of the :math:`d - r` noise directions outside
+        :math:`\mathcal H_E`. In an infinite-dimensional RKHS (an RBF kernel) no
+        density exists (that constant diverges), but :math:`s` is still defined and
+        differences :math:`s(x) - s(x')` are the log-likelihood ratios of every
+        finite-dimensional version of the model. For points of :math:`\mathcal H_E`
+        (e.g. the training points) :math:`s` is the density of the coordinates in
+        :math:`\mathcal H_E` (Prop. 9, the source's eq. 57); a point far from the data
+        has a large residual and scores far below them. For ``d``-dimensional
+        features of full rank (:math:`r = d < N`) :math:`s` is the ordinary Gaussian
+        log-density (compare scikit-learn's ``PCA.score_samples``).
 
         Parameters
         ----------
@@ -650,16 +870,34 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         -------
         ndarray of shape (m,)
         """
-        Z = self._centred(self._check_X(X))
+        Xa = self._check_X(X)
         if not self.sigma2_ > 0:
             raise ValueError("score_samples needs sigma2 > 0: the noiseless model is degenerate")
-        lam, q, N = self.eigenvalues_, self.n_components_, self.n_samples_
+        lam, q, N, r = self._lam_q, self.n_components_, self.n_samples_, self.rank_
         if self.formulation == "primal":
-            c = Z @ self.components_.T
+            Z = self._centred(Xa)
+            c = Z @ self.components_[:q].T
+            norm2 = np.einsum("ij,ij->i", Z, Z)
         else:
-            c = (Z @ self.eigenvectors_) / np.sqrt(lam)
-        var = np.concatenate([lam[:q] / N, np.full(self.rank_ - q, self.sigma2_)])
-        return -0.5 * (self.rank_ * np.log(2 * np.pi) + np.log(var).sum() + (c**2 / var).sum(axis=1))
+            K_test = self._gram(Xa, self.X_fit_)
+            kc = _center_test_rows(K_test, self._train_means)
+            c = (kc @ self._E_q) / np.sqrt(lam)
+            norm2 = self._kernel_diag(Xa) - 2.0 * K_test.mean(axis=1) + self._train_means.mean()
+        residual = np.maximum(norm2 - np.einsum("ij,ij->i", c, c), 0.0)
+        log_det = np.log(lam / N).sum() + (r - q) * np.log(self.sigma2_)
+        return -0.5 * (r * np.log(2 * np.pi) + log_det + (c**2 * (N / lam)).sum(axis=1)
+                       + residual / self.sigma2_)
+
+    def _kernel_diag(self, X: Array) -> Array:
+        """k(x, x) for each row of X (dual): from the feature map, the kernel's diag, or row by row."""
+        if self.feature_map_ is not None:
+            F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            return np.einsum("ij,ij->i", F, F)
+        kernel = Linear() if self.kernel is None else self.kernel
+        if hasattr(kernel, "diag"):
+            return np.asarray(kernel.diag(X), dtype=np.float64)
+        return np.array([float(np.asarray(kernel(X[i:i + 1], X[i:i + 1]))[0, 0])
+                         for i in range(X.shape[0])])
 
     def score(self, X: ArrayLike, y: Any = None) -> float:
         """Mean log-likelihood of the points of ``X`` (:meth:`score_samples`)."""
@@ -692,8 +930,8 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples, n_samples)
         """
-        check_is_fitted(self, "sigma2_")
-        return self.B_ @ self.B_
+        lam, E = self._spectrum()
+        return (E * self._b(lam) ** 2) @ E.T
 
     # ------------------------------------------------------------ pre-images
     def _check_output(self, output: str, preimage: str) -> None:
@@ -714,10 +952,17 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             return phi
         return self._smooth(phi @ self.Phi_fit_.T, preimage, tau)
 
-    def _from_coefficients(self, a: Array, output: str, preimage: str, tau: float | None) -> Array:
-        """Dual: coefficients a (phi - mu = Phi_c^T a) -> requested output."""
-        E, lam = self.eigenvectors_, self.eigenvalues_
-        kc = ((a @ E) * lam) @ E.T                          # K_c a
+    def _from_coefficients(self, a: Array, output: str, preimage: str, tau: float | None,
+                           kc: Array | None = None) -> Array:
+        r"""Dual: coefficients a (phi - mu = Phi_c^T a) -> requested output.
+
+        ``kc = K_c a`` may be given; otherwise ``a`` must lie in the span of
+        :math:`E_q` (a MAP reconstruction, ``a = A h``), where
+        :math:`K_c a = E_q \Lambda_q E_q^\top a`.
+        """
+        if kc is None:
+            E, lam = self._E_q, self._lam_q
+            kc = ((a @ E) * lam) @ E.T                      # K_c a
         if output == "kernel":
             return kc
         if self._exact_preimage():

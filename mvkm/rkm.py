@@ -26,7 +26,15 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
-from ._validation import check_array, check_count, check_n_components, check_positive
+from ._validation import (
+    check_array,
+    check_count,
+    check_n_components,
+    reset_fitted,
+    check_not_sparse,
+    check_positive,
+)
+from ._parallel import check_n_jobs, limit_threads
 from .features import Identity
 from .kernels import Kernel, Linear, _center_test_rows, center_gram, uncenter_kernel_values
 from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
@@ -104,6 +112,7 @@ def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit
 
 def _as_2d(X: ArrayLike, name: str) -> NDArray[np.float64]:
     """A view as an n x d float array (1-D input is one column)."""
+    check_not_sparse(X, name)
     arr = np.asarray(X)
     if arr.ndim == 1:
         arr = arr[:, None]
@@ -133,10 +142,10 @@ class MultiViewRKM(BaseEstimator):
 
     Parameters
     ----------
-    n_components : int
+    n_components : int, default=2
         Number :math:`s` of latent components; at most ``n - 1`` (centred data
         has rank at most ``n - 1``) and, in the primal, at most the feature
-        dimension.
+        dimension. The default, 2, gives a latent plane to plot.
     kernels : list of Kernel, optional
         One kernel per view (e.g. ``[mvkm.RBF(2.0), mvkm.Linear()]``). Only
         the dual can use a kernel without an explicit feature map; in the
@@ -183,6 +192,10 @@ class MultiViewRKM(BaseEstimator):
         :math:`RR^\top` (exact, :math:`O(n^2 D)`); the Stiefel solver applies
         :math:`C A = \Phi^\top(\Phi A)`. ``"auto"`` takes ``"qr"`` when
         :math:`2n \le D`.
+    n_jobs : int, optional
+        Threads for the passes over the ``n x n`` kernel matrices during ``fit``
+        (``-1``: every usable core). ``None``: the user's BLAS/OpenMP limit
+        (``threadpoolctl`` or ``OMP_NUM_THREADS``), at most 8 (README, "Threads").
 
     Attributes
     ----------
@@ -228,12 +241,12 @@ class MultiViewRKM(BaseEstimator):
     (3, 2)
     """
 
-    def __init__(self, n_components: int, kernels: Sequence[Kernel] | None = None,
+    def __init__(self, n_components: int = 2, kernels: Sequence[Kernel] | None = None,
                  feature_maps: Sequence[Any] | None = None, formulation: str = "dual",
                  solver: str = "eig", rotate: bool = True, rescale: bool = True,
                  random_state: Any = None, *, tol: float = 1e-8, max_iter: int | None = None,
                  stiefel_method: str = "cayley-bb", progress: bool = False,
-                 eig_method: str = "auto") -> None:
+                 eig_method: str = "auto", n_jobs: int | None = None) -> None:
         self.n_components = n_components
         self.kernels = kernels
         self.feature_maps = feature_maps
@@ -247,6 +260,7 @@ class MultiViewRKM(BaseEstimator):
         self.stiefel_method = stiefel_method
         self.progress = progress
         self.eig_method = eig_method
+        self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
@@ -341,6 +355,11 @@ class MultiViewRKM(BaseEstimator):
         self
         """
         self._check_params()
+        reset_fitted(self)
+        with limit_threads(check_n_jobs(self.n_jobs)):
+            return self._fit(views)
+
+    def _fit(self, views: Sequence[ArrayLike]) -> "MultiViewRKM":
         Xs = self._check_views(views)
         n = Xs[0].shape[0]  # type: ignore[union-attr]
         V = len(Xs)
@@ -384,6 +403,24 @@ class MultiViewRKM(BaseEstimator):
                 f"Gamma's smallest eigenvalue is {self.eigenvalues_[-1]:.3g} "
                 f"(largest {self.eigenvalues_[0]:.3g}); use fewer components")
         return self
+
+    def fit_transform(self, views: Sequence[ArrayLike], y: Any = None) -> NDArray[np.float64]:
+        """Fit on the views and return the latent variables of the training points.
+
+        The same as ``fit(views).transform(views)`` (eq. (6) on the training
+        points gives back :math:`H`), without the second pass.
+
+        Parameters
+        ----------
+        views : list of array_like, each of shape (n, d_v)
+        y : ignored
+
+        Returns
+        -------
+        H : ndarray of shape (n, n_components)
+            A copy of ``H_``.
+        """
+        return self.fit(views, y).H_.copy()
 
     def _solve(self, B: Any, s: int, *, size: int | None = None
                ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

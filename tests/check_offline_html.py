@@ -4,7 +4,9 @@ Usage: ``python tests/check_offline_html.py _build/html``
 
 Fails (exit 1) if any HTML page loads a script, stylesheet or font from another
 host (a CDN), or if a page that contains math does not load the vendored
-MathJax 3 from ``_static``. Links (``<a href=...>``, e.g. the Binder and Colab
+MathJax 3 from ``_static``, or if a page with display math does not load
+``_static/mvkm.css`` (which lets long equations and code lines scroll
+sideways instead of being clipped at the column edge). Links (``<a href=...>``, e.g. the Binder and Colab
 launch buttons) are allowed: they are navigation, not resources.
 """
 
@@ -25,6 +27,7 @@ _RESOURCE = re.compile(
 )
 _CDN_WORD = re.compile(r"cdn\.|cdnjs|jsdelivr|unpkg\.com|googleapis", re.IGNORECASE)
 _MATH = re.compile(r'class="[^"]*\bmath\b')
+_DISPLAY_MATH = re.compile(r'<div class="math\b')
 
 
 def problems_in_page(html: str) -> list[str]:
@@ -45,6 +48,8 @@ def problems_in_page(html: str) -> list[str]:
         found.append(f"CDN reference ...{html[start:match.end() + 40]!r}...")
     if _MATH.search(html) and "_static/mathjax/tex-chtml.js" not in html:
         found.append("page has math but does not load the vendored _static/mathjax/tex-chtml.js")
+    if _DISPLAY_MATH.search(html) and "_static/mvkm.css" not in html:
+        found.append("page has display math but does not load _static/mvkm.css (long equations clipped)")
     return found
 
 

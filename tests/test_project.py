@@ -118,6 +118,10 @@ def test_every_chapter_in_the_toc_exists_and_every_notebook_is_in_the_toc():
         ('<a href="https://mybinder.org/v2/gh/x/y/main">Binder</a>', False),
         ('<script src="../_static/mathjax/tex-chtml.js"></script><span class="math">x</span>', False),
         ('<span class="math notranslate">x</span>', True),  # math without MathJax
+        # display math must come with the stylesheet that makes long lines scroll
+        ('<script src="../_static/mathjax/tex-chtml.js"></script><div class="math">x</div>', True),
+        ('<script src="../_static/mathjax/tex-chtml.js"></script>'
+         '<link rel="stylesheet" href="../_static/mvkm.css"><div class="math">x</div>', False),
     ],
 )
 def test_offline_html_checker(html, bad):
