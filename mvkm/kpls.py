@@ -1,0 +1,417 @@
+r"""Multi-view kernel partial least squares (MvKPLS), Part III of the book.
+
+The model of :cite:`zeng2024mvkpls` maximises the pairwise covariances of the
+views' scores. Its dual (eq. (3) of the source) is the eigenproblem
+
+.. math::
+    \Omega \alpha = \lambda \alpha, \qquad
+    \Omega = E D, \quad E = (1 1^\top - I_V) \otimes I_N, \quad
+    D = \operatorname{blockdiag}(K_1, \dots, K_V),
+
+whose positive eigenvalues are :math:`\lambda = 1/\gamma`. :math:`\Omega` is not
+symmetric, but it is self-adjoint in the inner product
+:math:`\langle x, y\rangle_D = x^\top D y`, so its spectrum is real; its nonzero
+eigenvalues are those of the symmetric :math:`S = D^{1/2} E D^{1/2}`, and
+:math:`\operatorname{tr}\Omega = 0`. The out-of-sample scores of view
+:math:`v` are :math:`k_v(x, X_v)^\top \alpha_v` (eq. (4)), with the test kernel
+rows centred by the training means when the kernels are centred (bias terms).
+
+Two routes compute the top ``k`` eigenpairs:
+
+* ``solver="dense"``: the symmetric :math:`S` formed from the square roots of
+  the :math:`K_v`, and a dense symmetric eigensolver, :math:`O((VN)^3)`;
+* ``solver="lanczos"``: Lanczos on :math:`\Omega` in the :math:`D` inner
+  product, with full re-orthogonalisation. Each step costs one product with
+  :math:`D` (:math:`V N^2`, one kernel product per view) and one with
+  :math:`E` (:math:`O(VN)`: a sum minus the view itself); no square root of a
+  kernel matrix is needed, so singular (centred) kernels are no problem.
+  Ritz pairs are accepted when their residual is below ``tol`` relative to
+  :math:`\lambda_1`.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+from typing import Any, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import NotFittedError
+
+from ._validation import check_array, check_random_state, reset_fitted
+from .features import Identity
+from .kernels import Kernel, Linear, _center_test_rows, center_gram
+from .linalg import psd_sqrt, sign_convention
+
+__all__ = ["MultiViewKPLS"]
+
+_DENSE_MAX = 1500  # solver="auto": the dense route up to V N = 1500
+
+
+def _offdiag_sum(x: NDArray[np.float64], V: int) -> NDArray[np.float64]:
+    """:math:`E x` for ``x`` of shape (V N,) or (V N, m): each block becomes the sum of the others."""
+    xs = x.reshape(V, -1, *x.shape[1:])
+    return (xs.sum(axis=0)[None] - xs).reshape(x.shape)
+
+
+class MultiViewKPLS(BaseEstimator):
+    r"""Multi-view kernel partial least squares: features shared by V >= 2 views.
+
+    Solves the dual eigenproblem (3) of :cite:`zeng2024mvkpls`,
+    :math:`\Omega\alpha = \lambda\alpha` with :math:`\Omega = ED` (see the
+    module docstring), for the ``k`` largest positive eigenvalues, or its
+    primal :math:`C_{\mathrm{off}} w = \lambda w` with explicit feature maps,
+    where :math:`C_{\mathrm{off}}` has the blocks :math:`\Phi_u^\top\Phi_v`
+    (:math:`u \ne v`) and zero diagonal blocks. Both give the same scores.
+
+    Parameters
+    ----------
+    n_components : int or float, default=10
+        The number ``k`` of features per view; a float in (0, 1) keeps the
+        smallest ``k`` whose explained-variance ratio (over the positive
+        eigenvalues, ``explained_variance_ratio_``) reaches it, the source's
+        95 % rule with ``0.95``. A float needs the whole positive spectrum,
+        so it uses the dense route.
+    kernels : Kernel, sequence of Kernel, or None, default=None
+        One kernel for every view or one per view (``mvkm.kernels`` objects);
+        ``None`` is the linear kernel. With ``formulation="primal"`` each must
+        have an explicit feature map: :class:`~mvkm.kernels.Linear` (the
+        identity) or a feature map of :mod:`mvkm.features` (e.g.
+        ``RandomFourierFeatures``), which is cloned and fitted per view.
+    center : bool, default=True
+        Centre the kernels (features) with the training means, which is what
+        bias terms in the score equations give; the source omits them.
+    formulation : {"dual", "primal"}, default="dual"
+    solver : {"auto", "dense", "lanczos"}, default="auto"
+        Dual eigensolver (see the module docstring); ``"auto"`` takes the
+        dense route for ``V N <= 1500`` or a float ``n_components``, else
+        Lanczos. The primal always solves its symmetric problem densely.
+    random_state : int, Generator or None, default=None
+        Seed of the Lanczos start vector.
+    tol : float, default=1e-10
+        Lanczos: accept a Ritz pair when the D-norm of its residual is below
+        ``tol * lambda_1``.
+
+    Attributes
+    ----------
+    eigenvalues_ : ndarray of shape (k,)
+        The k largest positive eigenvalues of Omega, descending.
+    dual_coef_ : list of ndarray of shape (N, k)
+        :math:`\alpha_v` per view, normalised so that
+        :math:`\sum_v \alpha_v^\top K_v \alpha_v = 1` per component (the
+        columns of :math:`D^{1/2}\alpha` are orthonormal).
+    explained_variance_ratio_ : ndarray of shape (k,)
+        :math:`\lambda_j / \sum_{\lambda_i > 0}\lambda_i`. With the Lanczos
+        route the denominator needs the whole spectrum: it is computed
+        (densely) on first access.
+    n_components_ : int
+    n_features_in_ : list of int
+        The number of input features of each view.
+    n_views_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mvkm import MultiViewKPLS, RBF
+    >>> rng = np.random.default_rng(0)
+    >>> t = rng.uniform(0, 6, 100)
+    >>> views = [np.c_[np.cos(t), np.sin(t)], np.c_[t, t**2]]
+    >>> model = MultiViewKPLS(n_components=2, kernels=RBF(1.0)).fit(views)
+    >>> [s.shape for s in model.transform(views)]
+    [(100, 2), (100, 2)]
+    """
+
+    def __init__(self, n_components: int | float = 10, kernels: Any = None, center: bool = True,
+                 formulation: str = "dual", solver: str = "auto", random_state: Any = None,
+                 *, tol: float = 1e-10) -> None:
+        self.n_components = n_components
+        self.kernels = kernels
+        self.center = center
+        self.formulation = formulation
+        self.solver = solver
+        self.random_state = random_state
+        self.tol = tol
+
+    # -- validation -------------------------------------------------------------------------
+    @staticmethod
+    def _check_views(views: Any, n_views: int | None = None) -> list[NDArray[np.float64]]:
+        if isinstance(views, np.ndarray) or not isinstance(views, (list, tuple)):
+            raise ValueError(f"views must be a list of arrays (one per view), got {type(views).__name__}")
+        if n_views is None and len(views) < 2:
+            raise ValueError(f"views must hold at least 2 views, got {len(views)}")
+        if n_views is not None and len(views) != n_views:
+            raise ValueError(f"views must hold {n_views} views, as in fit, got {len(views)}")
+        out = []
+        for v, X in enumerate(views):
+            arr = np.asarray(X) if not hasattr(X, "tocsr") else X
+            if getattr(arr, "ndim", 2) == 1:
+                arr = arr[:, None]
+            out.append(check_array(arr, f"views[{v}]"))
+        rows = {X.shape[0] for X in out}
+        if len(rows) > 1:
+            raise ValueError(f"all views must have the same number of rows, got {[X.shape[0] for X in out]}")
+        return out
+
+    def _check_params(self, V: int) -> list[Any]:
+        nc = self.n_components
+        if isinstance(nc, bool) or not isinstance(nc, (Integral, Real)):
+            raise ValueError(f"n_components must be a positive int or a float in (0, 1), got {nc!r}")
+        if isinstance(nc, Integral) and nc < 1:
+            raise ValueError(f"n_components must be a positive int or a float in (0, 1), got {nc!r}")
+        if not isinstance(nc, Integral) and not 0 < nc < 1:
+            raise ValueError(f"n_components as a float must lie in (0, 1), got {nc!r}")
+        if self.formulation not in ("dual", "primal"):
+            raise ValueError(f"formulation must be 'dual' or 'primal', got {self.formulation!r}")
+        if self.solver not in ("auto", "dense", "lanczos"):
+            raise ValueError(f"solver must be 'auto', 'dense' or 'lanczos', got {self.solver!r}")
+        if not isinstance(self.center, (bool, np.bool_)):
+            raise ValueError(f"center must be True or False, got {self.center!r}")
+        if not (isinstance(self.tol, Real) and 0 < self.tol < 1):
+            raise ValueError(f"tol must be a float in (0, 1), got {self.tol!r}")
+        kernels = self.kernels
+        if kernels is None:
+            kernels = Linear()
+        if not isinstance(kernels, (list, tuple)):
+            kernels = [kernels] * V
+        if len(kernels) != V:
+            raise ValueError(f"kernels must be one kernel or {V} (one per view), got {len(kernels)}")
+        out = []
+        for v, k in enumerate(kernels):
+            if self.formulation == "primal":
+                if isinstance(k, Linear):
+                    out.append(Identity())
+                elif hasattr(k, "fit") and hasattr(k, "transform"):
+                    out.append(clone(k))
+                else:
+                    raise ValueError(
+                        f"kernels[{v}] = {k!r} has no explicit feature map, so the primal cannot be "
+                        "formed: use formulation='dual', or an explicit map such as "
+                        "mvkm.RandomFourierFeatures")
+            else:
+                if not isinstance(k, Kernel):
+                    raise ValueError(f"kernels[{v}] must be an mvkm kernel (e.g. mvkm.RBF(1.0)), got {k!r}")
+                out.append(k)
+        return out
+
+    # -- fitting ----------------------------------------------------------------------------
+    def fit(self, views: Sequence[ArrayLike], y: Any = None) -> "MultiViewKPLS":
+        """Fit the model on ``views`` (a list of V >= 2 arrays of shape (N, d_v)); return ``self``."""
+        reset_fitted(self)
+        Xs = self._check_views(views)
+        V, N = len(Xs), Xs[0].shape[0]
+        maps = self._check_params(V)
+        if N < 2:
+            raise ValueError(f"views must have at least 2 rows, got {N}")
+        self.n_views_ = V
+        self.n_features_in_ = [X.shape[1] for X in Xs]
+        self._X_fit = Xs
+        self._maps = maps
+        if self.formulation == "primal":
+            lam, alphas, total = self._fit_primal(Xs, maps)
+        else:
+            lam, alphas, total = self._fit_dual(Xs, maps)
+        self.n_components_ = lam.shape[0]
+        self.eigenvalues_ = lam
+        self.dual_coef_ = alphas
+        self._positive_total = total
+        return self
+
+    def _kernel_blocks(self, Xs: list[NDArray[np.float64]], kernels: list[Kernel]) -> list[NDArray[np.float64]]:
+        Ks = []
+        self._train_means = []
+        for X, k in zip(Xs, kernels):
+            K = k(X)
+            self._train_means.append(K.mean(axis=0))
+            Ks.append(center_gram(K, copy=False) if self.center else K)
+        return Ks
+
+    def _select(self, lam: NDArray[np.float64], total: float) -> int:
+        """k from n_components and the positive eigenvalues ``lam`` (descending)."""
+        n_pos = int(np.sum(lam > 1e-12 * max(lam[0], 0.0))) if lam.size and lam[0] > 0 else 0
+        nc = self.n_components
+        if isinstance(nc, Integral):
+            if nc > n_pos:
+                raise ValueError(f"n_components={nc} is larger than the number of positive "
+                                 f"eigenvalues of Omega ({n_pos})")
+            return int(nc)
+        ratios = np.cumsum(lam[:n_pos]) / total
+        return int(min(np.searchsorted(ratios, nc - 1e-12) + 1, n_pos))
+
+    def _finish(self, alpha: NDArray[np.float64], Ks_or_scores: Any, V: int, N: int) -> list[NDArray[np.float64]]:
+        """Split alpha (V N x k) per view with the package's sign convention (on the scores)."""
+        signs = sign_convention(Ks_or_scores)
+        alpha = alpha * signs
+        return [alpha[v * N:(v + 1) * N].copy() for v in range(V)]
+
+    def _fit_dual(self, Xs, kernels):
+        V, N = len(Xs), Xs[0].shape[0]
+        Ks = self._kernel_blocks(Xs, kernels)
+        solver = self.solver
+        if solver == "auto":
+            solver = "dense" if (V * N <= _DENSE_MAX or not isinstance(self.n_components, Integral)) \
+                else "lanczos"
+        if solver == "dense":
+            lam, alpha, total = self._dense(Ks)
+        else:
+            if not isinstance(self.n_components, Integral):
+                raise ValueError("a float n_components needs the whole spectrum: use solver='dense' or 'auto'")
+            lam, alpha = self._lanczos(Ks, int(self.n_components))
+            total = None
+        scores = np.vstack([K @ alpha[v * N:(v + 1) * N] for v, K in enumerate(Ks)])
+        self._Ks = Ks
+        return lam, self._finish(alpha, scores, V, N), total
+
+    def _dense(self, Ks):
+        """Top eigenpairs through the symmetric S = R E R with R = D^{1/2} (blockwise)."""
+        V, N = len(Ks), Ks[0].shape[0]
+        Rs = [psd_sqrt(K) for K in Ks]
+        S = np.zeros((V * N, V * N))
+        for u in range(V):
+            for v in range(u + 1, V):
+                block = Rs[u] @ Rs[v]
+                S[u * N:(u + 1) * N, v * N:(v + 1) * N] = block
+                S[v * N:(v + 1) * N, u * N:(u + 1) * N] = block.T
+        mu, B = np.linalg.eigh(S)
+        mu, B = mu[::-1], B[:, ::-1]
+        pos = mu[mu > 0]
+        k = self._select(mu, float(pos.sum()))
+        lam, B = mu[:k], B[:, :k]
+        # alpha = E R beta / lambda solves Omega alpha = lambda alpha, alpha^T D alpha = 1.
+        RB = np.vstack([Rs[v] @ B[v * N:(v + 1) * N] for v in range(V)])
+        alpha = _offdiag_sum(RB, V) / lam
+        return lam, alpha, float(pos.sum())
+
+    def _lanczos(self, Ks, k):
+        """Lanczos on Omega = E D in the D inner product (full re-orthogonalisation)."""
+        V, N = len(Ks), Ks[0].shape[0]
+        n = V * N
+        rng = check_random_state(self.random_state)
+
+        def D(x):
+            return np.concatenate([K @ x[v * N:(v + 1) * N] for v, K in enumerate(Ks)])
+
+        Q = np.zeros((n, 0))
+        Y = np.zeros((n, 0))
+
+        def extend(p):
+            Dp = D(p)
+            for _ in range(2):
+                c = Y.T @ p
+                p = p - Q @ c
+                Dp = Dp - Y @ c
+            return p, Dp, float(p @ Dp)
+
+        scale = sum(float(np.trace(K)) for K in Ks)
+        p, Dp, nrm2 = extend(_offdiag_sum(D(rng.standard_normal(n)), V))
+        if nrm2 <= 0:
+            raise ValueError("Omega is zero: every kernel matrix is zero")
+        Q, Y = (p / np.sqrt(nrm2))[:, None], (Dp / np.sqrt(nrm2))[:, None]
+        m_check = min(n, 2 * k + 20)
+        exhausted = False
+        while True:
+            while Q.shape[1] < m_check and not exhausted:
+                p, Dp, nrm2 = extend(_offdiag_sum(Y[:, -1], V))
+                if nrm2 <= 1e-13 * scale * (p @ p):  # invariant subspace: restart in the complement
+                    p, Dp, nrm2 = extend(_offdiag_sum(D(rng.standard_normal(n)), V))
+                    if nrm2 <= 1e-13 * scale * (p @ p):
+                        exhausted = True
+                        break
+                Q = np.hstack([Q, (p / np.sqrt(nrm2))[:, None]])
+                Y = np.hstack([Y, (Dp / np.sqrt(nrm2))[:, None]])
+            EY = _offdiag_sum(Y, V)
+            T = Y.T @ EY
+            theta, W = np.linalg.eigh(0.5 * (T + T.T))
+            theta, W = theta[::-1], W[:, ::-1]
+            n_pos = int(np.sum(theta > 1e-12 * max(theta[0], 0.0))) if theta[0] > 0 else 0
+            if n_pos >= k or exhausted or Q.shape[1] >= n:
+                if k > n_pos:
+                    raise ValueError(f"n_components={k} is larger than the number of positive "
+                                     f"eigenvalues of Omega ({n_pos})")
+                lam, Wk = theta[:k], W[:, :k]
+                alpha = (EY @ Wk) / lam              # Omega x = E Y w; alpha = Omega x / theta
+                Dalpha = np.column_stack([D(a) for a in alpha.T])
+                resid = _offdiag_sum(Dalpha, V) - alpha * lam
+                # D-norm of the residual through D resid = D E D alpha - lambda D alpha
+                res = np.sqrt(np.abs(np.einsum("ij,ij->j", resid,
+                                               np.column_stack([D(r) for r in resid.T]))))
+                norms = np.sqrt(np.einsum("ij,ij->j", alpha, Dalpha))
+                if np.all(res <= self.tol * lam[0] * norms) or exhausted or Q.shape[1] >= n:
+                    return lam, alpha / norms
+            m_check = min(n, Q.shape[1] + k + 10)
+
+    def _fit_primal(self, Xs, maps):
+        V, N = len(Xs), Xs[0].shape[0]
+        Phis = []
+        self._feature_means = []
+        for X, fm in zip(Xs, maps):
+            Phi = np.asarray(fm.fit(X).transform(X), dtype=np.float64)
+            mean = Phi.mean(axis=0) if self.center else np.zeros(Phi.shape[1])
+            self._feature_means.append(mean)
+            Phis.append(Phi - mean)
+        dims = np.cumsum([0] + [P.shape[1] for P in Phis])
+        C = np.zeros((dims[-1], dims[-1]))
+        for u in range(V):
+            for v in range(u + 1, V):
+                block = Phis[u].T @ Phis[v]
+                C[dims[u]:dims[u + 1], dims[v]:dims[v + 1]] = block
+                C[dims[v]:dims[v + 1], dims[u]:dims[u + 1]] = block.T
+        mu, Wfull = np.linalg.eigh(C)
+        mu, Wfull = mu[::-1], Wfull[:, ::-1]
+        total = float(mu[mu > 0].sum())
+        k = self._select(mu, total)
+        lam, W = mu[:k], Wfull[:, :k]
+        es = [Phis[v] @ W[dims[v]:dims[v + 1]] for v in range(V)]     # scores e_v = Phi_v w_v
+        alpha = _offdiag_sum(np.vstack(es), V) / lam                     # alpha_v = sum_{u != v} e_u / lambda
+        signs = sign_convention(np.vstack(es))
+        self._W = [W[dims[v]:dims[v + 1]] * signs for v in range(V)]
+        return lam, [a * signs for a in np.split(alpha, V)], total
+
+    # -- using the model --------------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "eigenvalues_"):
+            raise NotFittedError("this MultiViewKPLS is not fitted yet: call fit(views) first")
+
+    @property
+    def explained_variance_ratio_(self) -> NDArray[np.float64]:
+        """Eigenvalues over the sum of all positive eigenvalues of Omega (computed on first access)."""
+        self._check_fitted()
+        if self._positive_total is None:
+            V, N = self.n_views_, self.dual_coef_[0].shape[0]
+            Rs = [psd_sqrt(K) for K in self._Ks]
+            S = np.zeros((V * N, V * N))
+            for u in range(V):
+                for v in range(u + 1, V):
+                    block = Rs[u] @ Rs[v]
+                    S[u * N:(u + 1) * N, v * N:(v + 1) * N] = block
+                    S[v * N:(v + 1) * N, u * N:(u + 1) * N] = block.T
+            mu = np.linalg.eigvalsh(S)
+            self._positive_total = float(mu[mu > 0].sum())
+        return self.eigenvalues_ / self._positive_total
+
+    def transform(self, views: Sequence[ArrayLike]) -> list[NDArray[np.float64]]:
+        """Scores of new rows: a list of V arrays of shape (n, k), eq. (4) of the source.
+
+        The test kernel rows are centred with the training means when ``center``
+        (on the training rows this gives the training scores :math:`K_v\\alpha_v`).
+        """
+        self._check_fitted()
+        Xs = self._check_views(views, self.n_views_)
+        for v, (X, d) in enumerate(zip(Xs, self.n_features_in_)):
+            if X.shape[1] != d:
+                raise ValueError(f"views[{v}] has {X.shape[1]} features, but the model was fitted "
+                                 f"with {d}")
+        out = []
+        for v, X in enumerate(Xs):
+            if self.formulation == "primal":
+                out.append((self._maps[v].transform(X) - self._feature_means[v]) @ self._W[v])
+            else:
+                Kt = self._maps[v](X, self._X_fit[v])
+                if self.center:
+                    Kt = _center_test_rows(Kt, self._train_means[v])
+                out.append(Kt @ self.dual_coef_[v])
+        return out
+
+    def fit_transform(self, views: Sequence[ArrayLike], y: Any = None) -> list[NDArray[np.float64]]:
+        """Fit, then return the training scores (a list of V arrays of shape (N, k))."""
+        return self.fit(views).transform(views)
