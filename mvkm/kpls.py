@@ -55,6 +55,19 @@ def _offdiag_sum(x: NDArray[np.float64], V: int) -> NDArray[np.float64]:
     return (xs.sum(axis=0)[None] - xs).reshape(x.shape)
 
 
+def _symmetric_form(Ks: list[NDArray[np.float64]]) -> tuple[list[NDArray[np.float64]], NDArray[np.float64]]:
+    """``(R_v, S)``: the square roots of the kernels and :math:`S = R E R` (V N x V N, symmetric)."""
+    V, N = len(Ks), Ks[0].shape[0]
+    Rs = [psd_sqrt(K) for K in Ks]
+    S = np.zeros((V * N, V * N))
+    for u in range(V):
+        for v in range(u + 1, V):
+            block = Rs[u] @ Rs[v]
+            S[u * N:(u + 1) * N, v * N:(v + 1) * N] = block
+            S[v * N:(v + 1) * N, u * N:(u + 1) * N] = block.T
+    return Rs, S
+
+
 class MultiViewKPLS(BaseEstimator):
     r"""Multi-view kernel partial least squares: features shared by V >= 2 views.
 
@@ -265,13 +278,7 @@ class MultiViewKPLS(BaseEstimator):
     def _dense(self, Ks):
         """Top eigenpairs through the symmetric S = R E R with R = D^{1/2} (blockwise)."""
         V, N = len(Ks), Ks[0].shape[0]
-        Rs = [psd_sqrt(K) for K in Ks]
-        S = np.zeros((V * N, V * N))
-        for u in range(V):
-            for v in range(u + 1, V):
-                block = Rs[u] @ Rs[v]
-                S[u * N:(u + 1) * N, v * N:(v + 1) * N] = block
-                S[v * N:(v + 1) * N, u * N:(u + 1) * N] = block.T
+        Rs, S = _symmetric_form(Ks)
         mu, B = np.linalg.eigh(S)
         mu, B = mu[::-1], B[:, ::-1]
         pos = mu[mu > 0]
@@ -377,15 +384,7 @@ class MultiViewKPLS(BaseEstimator):
         """Eigenvalues over the sum of all positive eigenvalues of Omega (computed on first access)."""
         self._check_fitted()
         if self._positive_total is None:
-            V, N = self.n_views_, self.dual_coef_[0].shape[0]
-            Rs = [psd_sqrt(K) for K in self._Ks]
-            S = np.zeros((V * N, V * N))
-            for u in range(V):
-                for v in range(u + 1, V):
-                    block = Rs[u] @ Rs[v]
-                    S[u * N:(u + 1) * N, v * N:(v + 1) * N] = block
-                    S[v * N:(v + 1) * N, u * N:(u + 1) * N] = block.T
-            mu = np.linalg.eigvalsh(S)
+            mu = np.linalg.eigvalsh(_symmetric_form(self._Ks)[1])
             self._positive_total = float(mu[mu > 0].sum())
         return self.eigenvalues_ / self._positive_total
 
