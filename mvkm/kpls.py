@@ -26,11 +26,15 @@ Two routes compute the top ``k`` eigenpairs:
   :math:`E` (:math:`O(VN)`: a sum minus the view itself); no square root of a
   kernel matrix is needed, so singular (centred) kernels are no problem.
   Ritz pairs are accepted when their residual is below ``tol`` relative to
-  :math:`\lambda_1`.
+  :math:`\lambda_1`. A (nearly) degenerate top of the spectrum, such as
+  kernels close to the identity, defeats a single-vector Lanczos: after
+  ``max(10 k + 100, 200)`` steps the route warns (``ConvergenceWarning``) and
+  solves the dense problem instead.
 """
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 from typing import Any, Sequence
 
@@ -42,11 +46,16 @@ from sklearn.exceptions import NotFittedError
 from ._validation import check_array, check_random_state, reset_fitted
 from .features import Identity
 from .kernels import Kernel, Linear, _center_test_rows, center_gram
-from .linalg import psd_sqrt, sign_convention
+from .linalg import ConvergenceWarning, psd_sqrt, sign_convention
 
 __all__ = ["MultiViewKPLS"]
 
 _DENSE_MAX = 1500  # solver="auto": the dense route up to V N = 1500
+
+
+def _lanczos_cap(k: int, n: int) -> int:
+    """Largest Krylov basis the Lanczos route builds before it gives up (the cost grows like n m^2)."""
+    return min(n, max(10 * k + 100, 200))
 
 
 def _offdiag_sum(x: NDArray[np.float64], V: int) -> NDArray[np.float64]:
@@ -269,8 +278,15 @@ class MultiViewKPLS(BaseEstimator):
         else:
             if not isinstance(self.n_components, Integral):
                 raise ValueError("a float n_components needs the whole spectrum: use solver='dense' or 'auto'")
-            lam, alpha = self._lanczos(Ks, int(self.n_components))
-            total = None
+            found = self._lanczos(Ks, int(self.n_components))
+            if found is None:
+                warnings.warn(
+                    f"Lanczos did not converge in {_lanczos_cap(int(self.n_components), V * N)} steps (the top of "
+                    "the spectrum is (nearly) degenerate, e.g. kernels close to the identity): solving the "
+                    "dense symmetric problem instead", ConvergenceWarning, stacklevel=3)
+                lam, alpha, total = self._dense(Ks)
+            else:
+                (lam, alpha), total = found, None
         scores = np.vstack([K @ alpha[v * N:(v + 1) * N] for v, K in enumerate(Ks)])
         self._Ks = Ks
         return lam, self._finish(alpha, scores, V, N), total
@@ -315,6 +331,7 @@ class MultiViewKPLS(BaseEstimator):
             raise ValueError("Omega is zero: every kernel matrix is zero")
         Q, Y = (p / np.sqrt(nrm2))[:, None], (Dp / np.sqrt(nrm2))[:, None]
         m_check = min(n, 2 * k + 20)
+        cap = _lanczos_cap(k, n)
         exhausted = False
         while True:
             while Q.shape[1] < m_check and not exhausted:
@@ -346,6 +363,8 @@ class MultiViewKPLS(BaseEstimator):
                 if np.all(res <= self.tol * lam[0] * norms) or exhausted or Q.shape[1] >= n:
                     return lam, alpha / norms
             m_check = min(n, Q.shape[1] + k + 10)
+            if m_check > cap and cap < n:
+                return None                                   # the caller falls back to the dense route
 
     def _fit_primal(self, Xs, maps):
         V, N = len(Xs), Xs[0].shape[0]

@@ -158,3 +158,15 @@ def test_refit_starts_clean_and_fit_transform():
     assert [s.shape for s in scores] == [(60, 3)] * 3
     model.set_params(n_components=2, kernels=KERNELS[:2]).fit(views[:2])
     assert model.n_views_ == 2 and len(model.dual_coef_) == 2 and model.eigenvalues_.shape == (2,)
+
+
+def test_lanczos_falls_back_on_a_degenerate_spectrum():
+    """Kernels close to the identity: the top eigenvalue V - 1 of Omega = E (x) M_c is repeated
+    N - 1 times, which one Lanczos vector cannot resolve; the fit warns and solves densely."""
+    from mvkm.linalg import ConvergenceWarning
+
+    rng = np.random.default_rng(3)
+    views = [rng.standard_normal((300, 4)) * 50 for _ in range(3)]    # far apart: K = I to round-off
+    with pytest.warns(ConvergenceWarning, match="dense"):
+        model = MultiViewKPLS(4, kernels=mvkm.RBF(1e-3), solver="lanczos", random_state=0).fit(views)
+    np.testing.assert_allclose(model.eigenvalues_, 2.0, rtol=1e-10)   # E (x) M_c: V - 1 = 2
