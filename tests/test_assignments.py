@@ -15,7 +15,9 @@ executes the whole notebook:
   exercise's points (and zero elsewhere), so checks are independent of each
   other's solutions.
 
-The chapters run in parallel through pytest-xdist (one test per chapter).
+Each part has its own test file (``test_assignments_<part>.py``), so that
+pytest-xdist, which hands out whole files (``--dist loadfile``, needed by
+nbval), spreads the gradings over its workers.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import assignments  # noqa: E402
 
 FORMATTED = [(part, nb) for part, nb in assignments.chapters()
              if assignments.exercises(nbformat.read(nb, as_version=4))]
+PARTS = sorted({part for part, _ in FORMATTED})
 
 
 def _graded(path: Path, autograder: Path) -> tuple[dict, list]:
@@ -39,8 +42,8 @@ def _graded(path: Path, autograder: Path) -> tuple[dict, list]:
     return scores, scores.pop("__errors__")
 
 
-@pytest.mark.parametrize("part, notebook", FORMATTED, ids=[f"{p}-{n.stem}" for p, n in FORMATTED])
-def test_assignment_grades_key_student_and_one_solved(part, notebook, tmp_path):
+def check_chapter(notebook: Path, tmp_path: Path) -> None:
+    """Build one chapter's assignment and grade the key, the student version and one solved exercise."""
     row = assignments.assign(notebook, tmp_path / "build")
     points = {ex.question: ex.points for ex in row["exercises"]}
 
@@ -59,6 +62,15 @@ def test_assignment_grades_key_student_and_one_solved(part, notebook, tmp_path):
     one, errors = _graded(solved, row["autograder"])
     assert not errors, f"the one-solved version raised in cells {errors}"
     assert one == {q: (p if q == first else 0) for q, p in points.items()}
+
+
+def chapters_of(part: str) -> list[Path]:
+    return [nb for p, nb in FORMATTED if p == part]
+
+
+def test_every_part_has_its_grading_file():
+    have = {p.stem.removeprefix("test_assignments_") for p in Path(__file__).parent.glob("test_assignments_*.py")}
+    assert set(PARTS) <= have, f"add tests/test_assignments_<part>.py for {sorted(set(PARTS) - have)}"
 
 
 def test_summary_lists_every_formatted_chapter(tmp_path):
