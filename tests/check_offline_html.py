@@ -58,7 +58,8 @@ def problems_in_page(html: str) -> list[str]:
             found.append("a {solution} is shown open: give it :class: dropdown")
     for match in _SOLUTION_CELL.finditer(html):
         # the cell (input and output) sits in a closed <details> of a hide-cell cell
-        cell = html.rfind('<div class="cell', 0, match.start())
+        cell = max(html.rfind('<div class="cell ', 0, match.start()),
+                   html.rfind('<div class="cell"', 0, match.start()))
         opened = html.rfind("<details", 0, match.start())
         if cell < 0 or "tag_hide-cell" not in html[cell:html.find(">", cell)] or opened < cell \
                 or html.rfind("</details>", 0, match.start()) > opened \

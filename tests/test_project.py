@@ -130,6 +130,10 @@ def test_every_chapter_in_the_toc_exists_and_every_notebook_is_in_the_toc():
          '<span class="c1"># Exercise 1 (2 points): x</span></pre></details>', False),
         ('<div class="cell tag_hide-input docutils"><details class="hide"><summary>s</summary><pre>'
          '<span class="c1"># Exercise 1 (2 points): x</span></pre></details>', True),   # output shown
+        # the real layout: the source sits in a nested cell_input div inside the toggle
+        ('<div class="cell tag_hide-cell docutils container"><details class="hide above-input"><summary>s'
+         '</summary><div class="cell_input docutils container"><pre><span class="c1"># Exercise 2 (3 points): x'
+         '</span></pre></div></details></div>', False),
         ('<div class="cell tag_hide-cell"><details class="hide" open><pre>'
          '<span class="c1"># Exercise 1 (1 point): x</span></pre></details>', True),
     ],
