@@ -185,6 +185,7 @@ def assign(notebook: Path, out_dir: Path) -> dict:
     nb = nbformat.read(notebook, as_version=4)
     exs = exercises(nb)
     name = notebook.stem
+    out_dir = out_dir.resolve()                # otter runs in a temporary folder
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / f"{name}.ipynb"
@@ -242,6 +243,7 @@ def grade(submission: Path, autograder: Path) -> dict[str, float]:
 
 def build(out: Path = ROOT / "_build" / "assignments") -> list[dict]:
     """Build every chapter's assignment under ``out`` and write ``out/SUMMARY.md``."""
+    out = out.resolve()
     rows = []
     for part, notebook in chapters():
         nb = nbformat.read(notebook, as_version=4)
