@@ -4,7 +4,7 @@ Modules follow the data flow of every model in the book: views ->
 :mod:`mvkm.kernels` / :mod:`mvkm.features` -> centering -> a linear-algebra
 core (:mod:`mvkm.linalg`, :mod:`mvkm.stiefel`) -> an estimator
 (:class:`MultiViewRKM` in :mod:`mvkm.rkm`, :class:`KernelPPCA` in
-:mod:`mvkm.ppca`, :class:`MultiViewKPLS` in :mod:`mvkm.kpls`) -> inference, forecasting (:mod:`mvkm.timeseries`),
+:mod:`mvkm.ppca`, :class:`MultiViewKPLS` in :mod:`mvkm.kpls`, :class:`LowRankSMM` in :mod:`mvkm.smm`) -> inference, forecasting (:mod:`mvkm.timeseries`),
 sampling and pre-images (:mod:`mvkm.preimage`).
 
 :mod:`mvkm.stiefel` needs PyTorch; it (and its names ``CayleyAdam`` and
@@ -17,13 +17,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import datasets, features, kernels, kpls, linalg, ppca, preimage, rkm, timeseries
+from . import datasets, features, kernels, kpls, linalg, ppca, preimage, rkm, smm, timeseries
 from .features import Identity, Nystrom, RandomFourierFeatures
 from .kernels import RBF, Laplacian, Linear, Polynomial, center_gram, center_test_gram
 from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
 from .kpls import MultiViewKPLS
 from .ppca import KernelPPCA
 from .rkm import MultiViewRKM, choose_algorithm
+from .smm import LowRankSMM
 
 __version__ = "0.1.0"
 
@@ -40,6 +41,8 @@ __all__ = [
     "kpls",
     "MultiViewRKM",
     "choose_algorithm",
+    "LowRankSMM",
+    "smm",
     "features",
     "kernels",
     "linalg",

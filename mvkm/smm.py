@@ -1,0 +1,839 @@
+r"""A low-rank support matrix machine with row and column kernels (Part IV).
+
+The model of :cite:`lee2020smm` classifies matrices :math:`X \in \mathbb{R}^{d_1 \times d_2}`
+without vectorising them. Every row of ``X`` is mapped by a row kernel
+:math:`k_r` and every column by a column kernel :math:`k_c`; the decision
+function is
+
+.. math::
+
+    f(X) = \sum_{k=1}^n \gamma_k \Big( \sum_{p,q=1}^{d_1} [W_r]_{pq}\,
+           k_r([X_k]_{p:}, [X]_{q:}) + \sum_{p,q=1}^{d_2} [W_c]_{pq}\,
+           k_c([X_k]_{:p}, [X]_{:q}) \Big) + b,
+
+where :math:`W_r` and :math:`W_c` are orthogonal projectors of rank ``rank``
+(the low-rank factorisation :math:`B = CP^\top` of the hinge-loss primal) and
+:math:`\gamma = y \circ \alpha`. Training alternates two convex half-steps:
+
+* the **C-step** (``P`` fixed) is an SVM dual whose kernel is the *projected
+  kernel* :math:`k_P(i, j) = \operatorname{tr}(W_r K_r(i, j)) +
+  \operatorname{tr}(W_c K_c(i, j))`;
+* the **P-step** (``C`` fixed) is an SVM dual with the finite-dimensional
+  features :math:`(C^\top C)^{-1/2} C^\top \Phi(X_i)`, computed from kernel
+  contractions only.
+
+Without an intercept each dual is a box-constrained QP, solved exactly by
+:func:`solve_box_qp` (greedy coordinate descent, then an active-set finish on
+the face it found); with one it has an equality constraint: scikit-learn's
+``SVC(kernel="precomputed")`` finds the face and a Newton step on the face's
+KKT system makes the answer exact. The
+:math:`n \times n \times d \times d` block kernel is never stored: its tiles
+are computed from the data and contracted at once (memory
+:math:`O(n^2 + \text{tile})`).
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+from typing import Any
+
+import warnings
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning as ConvergenceWarning_sklearn
+from sklearn.utils.validation import check_is_fitted
+
+from ._validation import check_array, check_positive, check_random_state, reset_fitted
+from .kernels import Kernel, Linear
+from .linalg import ConvergenceWarning
+
+__all__ = [
+    "LowRankSMM",
+    "solve_box_qp",
+    "projected_gram",
+    "symmetric_embedding",
+    "svm_objective",
+]
+
+#: Entries of one kernel tile (float64): 4M entries = 32 MB.
+_TILE_ENTRIES = 1 << 22
+
+
+# --------------------------------------------------------------------------
+# The box-constrained SVM dual
+# --------------------------------------------------------------------------
+
+def solve_box_qp(
+    Q: ArrayLike,
+    upper: float | ArrayLike,
+    *,
+    alpha0: ArrayLike | None = None,
+    tol: float = 1e-12,
+    max_rounds: int = 20,
+) -> tuple[NDArray[np.float64], int]:
+    r"""Solve :math:`\min_\alpha \tfrac12 \alpha^\top Q\alpha - \mathbf 1^\top\alpha` s.t. :math:`0 \le \alpha \le u`.
+
+    This is the dual of an SVM without intercept (:math:`Q = \operatorname{diag}(y)
+    K \operatorname{diag}(y)`). Without the equality constraint of the SVM
+    with intercept, one coordinate can move alone, and its best move has a
+    closed form (a clipped Newton step on a parabola). The solver runs in
+    rounds:
+
+    1. *greedy coordinate descent* (compiled with numba): at every update the
+       coordinate whose clipped step lowers the objective most (the
+       second-order working-set choice of SMO, here with one variable) moves,
+       and the gradient :math:`g = Q\alpha - \mathbf 1` is updated with one
+       row of ``Q``;
+    2. *an exact polish*: with the variables strictly inside the box (``F``)
+       and at the upper bound (``U``) as found, the stationarity conditions
+       of that face are the linear system
+       :math:`Q_{FF}\alpha_F = \mathbf 1 - Q_{FU} u_U`, solved by Cholesky
+       (least squares if :math:`Q_{FF}` is singular). If its solution lies
+       in the box and lowers the objective it replaces the iterate. Once the
+       descent has found the right face (usually in the first round) the
+       polished point is optimal to round-off, which coordinate descent
+       alone reaches only slowly on ill-conditioned kernels.
+
+    The stopping rule is the duality gap of the SVM: with :math:`g_i = (Q\alpha)_i - 1`,
+    the primal objective of the classifier defined by :math:`\alpha` is
+    :math:`P = \tfrac12\alpha^\top Q\alpha + \sum_i u_i\max(0, -g_i)` and
+    :math:`P - (\mathbf 1^\top\alpha - \tfrac12\alpha^\top Q\alpha) =
+    \sum_i \alpha_i g_i + u_i \max(0, -g_i) \ge 0` bounds the distance of
+    both objectives to the optimum. It is zero exactly at the optimum, also
+    when :math:`Q` is singular and the optimal :math:`\alpha` is not unique.
+
+    Parameters
+    ----------
+    Q : array_like of shape (n, n)
+        Symmetric positive semi-definite.
+    upper : float or array_like of shape (n,)
+        The box :math:`u > 0` (the SVM's ``C``).
+    alpha0 : array_like of shape (n,), optional
+        A warm start (clipped into the box); zeros by default.
+    tol : float, default=1e-12
+        Stop when the duality gap is below ``tol * max(1, P)``.
+    max_rounds : int, default=20
+        Rounds of descent and polish.
+
+    Returns
+    -------
+    alpha : ndarray of shape (n,)
+    n_iter : int
+        Coordinate updates taken. A :class:`~mvkm.linalg.ConvergenceWarning` is
+        raised if ``max_rounds`` end before the tolerance is met.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mvkm.smm import solve_box_qp
+    >>> alpha, _ = solve_box_qp(np.array([[2.0, 1.0], [1.0, 2.0]]), 1.0)
+    >>> np.round(alpha, 6)    # unconstrained optimum (1/3, 1/3) lies in the box
+    array([0.333333, 0.333333])
+    """
+    Q = check_array(Q, "Q")
+    n = Q.shape[0]
+    if Q.shape != (n, n):
+        raise ValueError(f"Q must be square, got shape {Q.shape}")
+    u = np.broadcast_to(np.asarray(upper, dtype=float), (n,)).copy()
+    if not np.all(np.isfinite(u)) or np.any(u <= 0):
+        raise ValueError("upper must be finite and > 0")
+    check_positive(tol, "tol")
+    Q = np.ascontiguousarray(Q)
+    a = np.zeros(n) if alpha0 is None else np.clip(np.asarray(alpha0, dtype=float), 0.0, u)
+    g = Q @ a - 1.0
+    scale = max(1.0, float(np.diag(Q).max()))
+    eps = 1e-3 * scale
+    total = 0
+    for _ in range(max_rounds):
+        total += int(_greedy_cd(Q, u, a, g, eps, tol, max(200 * n, 100_000)))
+        if _duality_gap(a, g, u) <= tol * max(1.0, _primal(a, g, u)):
+            return a, total
+        b, gb = a.copy(), g.copy()
+        if _active_set(Q, u, b, gb, tol, 4 * n):
+            return b, total
+        if _primal(b, gb, u) <= _primal(a, g, u):
+            a, g = b, gb
+        eps *= 1e-2
+    gap = _duality_gap(a, g, u)
+    warnings.warn(
+        f"solve_box_qp stopped after {max_rounds} rounds ({total} coordinate updates) with a "
+        f"duality gap of {gap:.2e} > {tol:.1e} * max(1, P)",
+        ConvergenceWarning,
+        stacklevel=2,
+    )
+    return a, total
+
+
+def _primal(a: NDArray[np.float64], g: NDArray[np.float64], u: NDArray[np.float64]) -> float:
+    """SVM primal objective of ``a`` (gradient ``g = Q a - 1``): 1/2 a'Qa + sum u max(0, -g)."""
+    return float(0.5 * a @ (g + 1.0) + u @ np.maximum(0.0, -g))
+
+
+def _duality_gap(a: NDArray[np.float64], g: NDArray[np.float64], u: NDArray[np.float64]) -> float:
+    """Primal minus dual objective, ``sum a g + u max(0, -g)``: >= 0, zero exactly at the optimum."""
+    return float(a @ g + u @ np.maximum(0.0, -g))
+
+
+def _face_direction(QFF: NDArray[np.float64], gF: NDArray[np.float64]) -> tuple[NDArray[np.float64], bool]:
+    """Direction on the free set: Newton ``-Q_FF^+ g_F`` (flag True) or, where ``g_F`` has a part in the
+    null space of a singular ``Q_FF``, minus that part, along which the objective falls linearly (False)."""
+    try:
+        L = np.linalg.cholesky(QFF)
+        if np.diag(L).min() ** 2 > 1e-12 * np.diag(QFF).max():
+            return -np.linalg.solve(L.T, np.linalg.solve(L, gF)), True
+    except np.linalg.LinAlgError:
+        pass
+    evals, evecs = np.linalg.eigh(QFF)
+    keep = evals > gF.size * 1e-13 * max(float(evals[-1]), 0.0)
+    null = evecs[:, ~keep]
+    g_null = null @ (null.T @ gF)
+    if np.linalg.norm(g_null) > 1e-9 * max(1.0, np.linalg.norm(gF)):
+        return -g_null, False
+    V = evecs[:, keep]
+    return -V @ ((V.T @ gF) / evals[keep]), True
+
+
+def _active_set(Q: NDArray[np.float64], u: NDArray[np.float64], a: NDArray[np.float64],
+                g: NDArray[np.float64], tol: float, max_iter: int) -> bool:
+    r"""Finish the box QP from a nearly optimal ``a`` by a primal active-set method, in place.
+
+    The variables strictly inside the box form the free set ``F``; the others
+    stay at their bounds. Each iteration moves ``a_F`` towards the minimiser
+    of the quadratic on that face (the Newton direction; along a null
+    direction of a singular :math:`Q_{FF}`, the linear descent), as far as
+    the box allows: a variable that reaches its bound leaves ``F``. At the
+    face's minimiser (:math:`g_F = 0`) a bound variable whose gradient points
+    into the box (a negative multiplier) joins ``F``. Each step lowers the
+    objective, so the method ends in finitely many steps, with the exact
+    optimum (KKT conditions to round-off). Returns whether the duality gap
+    reached ``tol * max(1, P)``.
+    """
+    for _ in range(max_iter):
+        P = _primal(a, g, u)
+        if _duality_gap(a, g, u) <= tol * max(1.0, P):
+            return True
+        free = (a > 0.0) & (a < u)
+        gscale = max(1.0, float(np.abs(g).max()))
+        if not free.any() or float(np.abs(g[free]).max()) <= 1e-12 * gscale:
+            # At the face's minimiser: release the bound variable violating its KKT sign most.
+            viol = np.where(a <= 0.0, -g, np.where(a >= u, g, 0.0))
+            i = int(np.argmax(viol))
+            if viol[i] <= 0.0:
+                return True
+            free[i] = True
+        F = np.flatnonzero(free)
+        d, newton = _face_direction(Q[np.ix_(F, F)], g[F])
+        if float(g[F] @ d) >= 0.0:       # not a descent direction (round-off): projected gradient
+            d = -g[F]
+        aF = a[F]
+        d = np.where(((aF <= 0.0) & (d < 0.0)) | ((aF >= u[F]) & (d > 0.0)), 0.0, d)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room = np.where(d > 0.0, (u[F] - aF) / d, np.where(d < 0.0, -aF / d, np.inf))
+        t_max = float(room.min())
+        t = t_max if not newton else min(1.0, t_max)
+        if not np.isfinite(t):
+            return False
+        new = aF + t * d
+        if t == t_max:
+            hit = room <= t_max
+            new[hit] = np.where(d[hit] > 0.0, u[F][hit], 0.0)
+        new = np.clip(new, 0.0, u[F])
+        step = new - aF
+        if not step.any():
+            return False
+        a[F] = new
+        g += Q[:, F] @ step
+    return _duality_gap(a, g, u) <= tol * max(1.0, _primal(a, g, u))
+
+
+def _greedy_cd_python(Q, u, a, g, pg_tol, gap_tol, max_updates):  # pragma: no cover - numba
+    """Greedy coordinate descent on the box QP, in place on ``a`` and ``g``.
+
+    Stops when the largest projected gradient is below ``pg_tol`` (the face is
+    then found well enough to polish) or the duality gap below
+    ``gap_tol * max(1, P)``; returns the number of updates.
+    """
+    n = a.shape[0]
+    for it in range(max_updates):
+        best = 0.0
+        worst = 0.0
+        ib = -1
+        db = 0.0
+        quad = 0.0
+        hinge = 0.0
+        gap = 0.0
+        for i in range(n):
+            gi = g[i]
+            ai = a[i]
+            loss = u[i] * max(0.0, -gi)
+            quad += ai * (gi + 1.0)
+            hinge += loss
+            gap += ai * gi + loss
+            if ai <= 0.0:
+                pg = min(gi, 0.0)
+            elif ai >= u[i]:
+                pg = max(gi, 0.0)
+            else:
+                pg = gi
+            if pg == 0.0:
+                continue
+            if abs(pg) > worst:
+                worst = abs(pg)
+            qii = Q[i, i]
+            if qii > 0.0:
+                new = min(max(ai - gi / qii, 0.0), u[i])
+            else:
+                new = u[i] if gi < 0.0 else 0.0
+            d = new - ai
+            gain = -(gi * d + 0.5 * qii * d * d)
+            if gain > best:
+                best = gain
+                ib = i
+                db = d
+        if worst <= pg_tol or ib < 0 or gap <= gap_tol * max(1.0, 0.5 * quad + hinge):
+            return it
+        a[ib] += db
+        row = Q[ib]
+        for j in range(n):
+            g[j] += db * row[j]
+    return max_updates
+
+
+_GREEDY_CD: Any = None
+
+
+def _greedy_cd(*args: Any) -> int:
+    """:func:`_greedy_cd_python` compiled by numba on first use (so ``import mvkm`` stays fast)."""
+    global _GREEDY_CD
+    if _GREEDY_CD is None:
+        from numba import njit
+
+        _GREEDY_CD = njit(cache=True, nogil=True)(_greedy_cd_python)
+    return _GREEDY_CD(*args)
+
+
+def _solve_svm(K: NDArray[np.float64], y: NDArray[np.float64], C: float, fit_intercept: bool,
+               alpha0: NDArray[np.float64] | None) -> tuple[NDArray[np.float64], float]:
+    """The SVM dual with kernel ``K`` and labels ``y`` in {-1, +1}: ``(y * alpha, b)``."""
+    if not fit_intercept:
+        Q = K * np.outer(y, y)
+        alpha, _ = solve_box_qp(Q, C, alpha0=alpha0)
+        return y * alpha, 0.0
+    from sklearn.svm import SVC
+
+    # libsvm finds the face at a loose tolerance (a tight one can make it crawl on
+    # degenerate problems); the polish then makes the answer exact. Tighter only if needed.
+    best: tuple[float, NDArray[np.float64], float] | None = None
+    for svc_tol in (1e-3, 1e-5, 1e-7):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning_sklearn)
+            svc = SVC(kernel="precomputed", C=C, tol=svc_tol, cache_size=1000,
+                      max_iter=max(10**6, 100 * len(y))).fit(K, y)
+        beta = np.zeros(len(y))
+        beta[svc.support_] = svc.dual_coef_[0]
+        beta, b = _polish_intercept(K, y, C, beta, float(svc.intercept_[0]))
+        primal = svm_objective(K, y, beta, C, b)
+        alpha, margin = y * beta, y * (K @ beta + b)
+        # duality gap (y'alpha = 0 holds): sum alpha (m - 1) + C max(0, 1 - m) >= 0
+        gap = float(alpha @ (margin - 1.0) + C * np.maximum(0.0, 1.0 - margin).sum())
+        if best is None or primal < best[0]:
+            best = (primal, beta, b)
+        if gap <= 1e-12 * max(1.0, primal):
+            return beta, b
+    warnings.warn(f"the SVM dual with intercept stopped with a duality gap of {gap:.2e}",
+                  ConvergenceWarning, stacklevel=3)
+    return best[1], best[2]
+
+
+def _polish_intercept(K: NDArray[np.float64], y: NDArray[np.float64], C: float,
+                      beta: NDArray[np.float64], b: float) -> tuple[NDArray[np.float64], float]:
+    r"""Make libsvm's answer exact: solve the KKT system of its face with the intercept.
+
+    A dual solution that is optimal to :math:`\varepsilon` gives a classifier
+    whose primal objective is only within about :math:`\sqrt\varepsilon` of the
+    optimum. On the face that libsvm found (free set ``F``: :math:`0 < \alpha_i < C`;
+    the set ``U`` at :math:`C`), the optimum satisfies :math:`y_i f(X_i) = 1`
+    on ``F`` and :math:`y^\top\alpha = 0`, a symmetric bordered system in
+    :math:`(\alpha_F, b)`. Its Newton step from libsvm's point (the minimum-norm
+    step if singular) is kept when it stays in the box and lowers the primal
+    objective.
+    """
+    alpha = y * beta
+    free = np.flatnonzero((alpha > 1e-12 * C) & (alpha < C * (1 - 1e-12)))
+    if free.size == 0:
+        return beta, b
+    margin = y * (K @ beta + b)
+    Q_FF = K[np.ix_(free, free)] * np.outer(y[free], y[free])
+    M = np.block([[Q_FF, y[free, None]], [y[None, free], np.zeros((1, 1))]])
+    residual = np.concatenate([1.0 - margin[free], [-(y @ alpha)]])
+    evals, evecs = np.linalg.eigh(M)
+    keep = np.abs(evals) > M.shape[0] * 1e-13 * np.abs(evals).max()
+    step = evecs[:, keep] @ ((evecs[:, keep].T @ residual) / evals[keep])
+    new = alpha.copy()
+    new[free] += step[:-1]
+    if np.any(new[free] < 0) or np.any(new[free] > C):
+        return beta, b
+    new_beta, new_b = y * new, b + float(step[-1])
+    if svm_objective(K, y, new_beta, C, new_b) <= svm_objective(K, y, beta, C, b):
+        return new_beta, new_b
+    return beta, b
+
+
+def svm_objective(K: ArrayLike, y: ArrayLike, dual_coef: ArrayLike, C: float,
+                  intercept: float = 0.0) -> float:
+    r"""The SVM primal objective of the classifier :math:`f = K\beta + b`.
+
+    :math:`\tfrac12 \beta^\top K\beta + C\sum_i \max(0, 1 - y_i f_i)`: by the
+    representer theorem :math:`\beta^\top K \beta` is :math:`\|w\|^2` of the
+    classifier's weight, so this is the primal objective of any
+    :math:`\beta`, optimal or not.
+
+    Parameters
+    ----------
+    K : array_like of shape (n, n)
+    y : array_like of shape (n,)
+        Labels in {-1, +1}.
+    dual_coef : array_like of shape (n,)
+        :math:`\beta = y \circ \alpha`.
+    C : float
+    intercept : float, default=0
+
+    Returns
+    -------
+    float
+    """
+    K = np.asarray(K, dtype=float)
+    beta = np.asarray(dual_coef, dtype=float)
+    f = K @ beta + intercept
+    return float(0.5 * beta @ (K @ beta) + C * np.maximum(0.0, 1.0 - np.asarray(y) * f).sum())
+
+
+# --------------------------------------------------------------------------
+# Kernel contractions (never the n x n x d x d block kernel)
+# --------------------------------------------------------------------------
+
+def _is_linear(kernel: Kernel) -> bool:
+    return type(kernel) is Linear
+
+
+def _tiles(n_rows: int, cost_per_row: int):
+    b = max(1, _TILE_ENTRIES // max(1, cost_per_row))
+    for start in range(0, n_rows, b):
+        yield slice(start, min(start + b, n_rows))
+
+
+def _projected(kernel: Kernel, A: NDArray[np.float64], B: NDArray[np.float64] | None,
+               W: NDArray[np.float64]) -> NDArray[np.float64]:
+    r"""``G[i, j] = sum_pq W[p, q] k(A[i, p], B[j, q])`` for stacks of rows ``A`` (na, d, m), ``B`` (nb, d, m)."""
+    sym = B is None
+    B = A if B is None else B
+    na, d, m = A.shape
+    nb = B.shape[0]
+    if _is_linear(kernel):
+        # k(a, b) = a.b: G[i, j] = <A_i, W B_j>_F.
+        WB = np.einsum("pq,jqm->jpm", W, B)
+        return A.reshape(na, d * m) @ WB.reshape(nb, d * m).T
+    G = np.empty((na, nb))
+    Bf = B.reshape(nb * d, m)
+    for I in _tiles(na, nb * d * d):
+        # For the training Gram only the tiles right of the diagonal are computed.
+        J = slice(I.start, nb) if sym else slice(0, nb)
+        T = kernel(A[I].reshape(-1, m), Bf[J.start * d: J.stop * d])
+        T = T.reshape(I.stop - I.start, d, J.stop - J.start, d)
+        # sum_pq W[p, q] T[i, p, j, q], one batched matrix-vector product per p
+        # (much faster than a 4-index einsum, which transposes the tile).
+        block = T[:, 0] @ W[0]
+        for p in range(1, d):
+            block += T[:, p] @ W[p]
+        G[I, J] = block
+        if sym:
+            G[J, I] = block.T
+    return G
+
+
+def _contract(kernel: Kernel, S: NDArray[np.float64], beta: NDArray[np.float64],
+              U: NDArray[np.float64]) -> NDArray[np.float64]:
+    r"""``V[i, k, q] = sum_l beta_l sum_p U[p, k] k(S[l, p], S[i, q])``: the rows of :math:`C^\top\Phi(X_i)`."""
+    n, d, m = S.shape
+    sv = np.flatnonzero(beta)
+    if sv.size == 0:
+        return np.zeros((n, U.shape[1], d))
+    if _is_linear(kernel):
+        T = np.einsum("l,pk,lpm->km", beta[sv], U, S[sv])
+        return np.einsum("km,iqm->ikq", T, S)
+    V = np.empty((n, U.shape[1], d))
+    Ssv = S[sv].reshape(-1, m)
+    for I in _tiles(n, max(1, sv.size) * d * d):
+        T = kernel(Ssv, S[I].reshape(-1, m)).reshape(sv.size, d, I.stop - I.start, d)
+        Tb = (beta[sv] @ T.reshape(sv.size, -1)).reshape(d, I.stop - I.start, d)
+        V[I] = np.einsum("pk,piq->ikq", U, Tb, optimize=True)
+    return V
+
+
+def projected_gram(X: ArrayLike, Y: ArrayLike | None = None, *, kernel: Kernel | None = None,
+                   W: ArrayLike | None = None) -> NDArray[np.float64]:
+    r"""The projected row kernel :math:`G_{ij} = \operatorname{tr}(W K(i, j)) = \sum_{p,q} W_{pq}\, k([X_i]_{p:}, [Y_j]_{q:})`.
+
+    For the column kernel pass the transposed matrices (``X.transpose(0, 2, 1)``).
+    Computed tile by tile: the :math:`(n d)^2` kernel between all rows is
+    never stored.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d1, d2)
+    Y : array_like of shape (m, d1, d2), optional
+        Defaults to ``X`` (the result is then symmetric).
+    kernel : Kernel, optional
+        A :mod:`mvkm.kernels` kernel on rows (vectors of length ``d2``);
+        linear by default.
+    W : array_like of shape (d1, d1), optional
+        Symmetric; the identity by default.
+
+    Returns
+    -------
+    G : ndarray of shape (n, m)
+    """
+    Xa = check_array(X, "X", ndim=3)
+    Ya = None if Y is None else check_array(Y, "Y", ndim=3)
+    if Ya is not None and Ya.shape[1:] != Xa.shape[1:]:
+        raise ValueError(f"X and Y must hold matrices of one shape, got {Xa.shape[1:]} and {Ya.shape[1:]}")
+    kernel = _check_kernel(kernel, "kernel")
+    d = Xa.shape[1]
+    Wa = np.eye(d) if W is None else check_array(W, "W")
+    if Wa.shape != (d, d):
+        raise ValueError(f"W must have shape ({d}, {d}), got {Wa.shape}")
+    if not np.allclose(Wa, Wa.T, rtol=1e-10, atol=1e-12 * max(1.0, float(np.abs(Wa).max()))):
+        raise ValueError("W must be symmetric")
+    return _projected(kernel, Xa, Ya, Wa)
+
+
+def symmetric_embedding(X: ArrayLike) -> NDArray[np.float64]:
+    r"""The symmetric trick: :math:`\tilde X = \begin{pmatrix} 0 & X \\ X^\top & 0\end{pmatrix}`.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d1, d2) or (d1, d2)
+
+    Returns
+    -------
+    ndarray of shape (n, d1 + d2, d1 + d2) (or (d1 + d2, d1 + d2))
+        The top-left zero block is :math:`d_1 \times d_1`, the bottom-right
+        :math:`d_2 \times d_2`.
+    """
+    Xa = np.asarray(X, dtype=float)
+    single = Xa.ndim == 2
+    Xa = check_array(Xa[None] if single else Xa, "X", ndim=3)
+    n, d1, d2 = Xa.shape
+    out = np.zeros((n, d1 + d2, d1 + d2))
+    out[:, :d1, d1:] = Xa
+    out[:, d1:, :d1] = Xa.transpose(0, 2, 1)
+    return out[0] if single else out
+
+
+def _check_kernel(kernel: Any, name: str) -> Kernel:
+    if kernel is None:
+        return Linear()
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"{name} must be an mvkm.kernels Kernel (e.g. mvkm.RBF(1.0)) or None, "
+                        f"got {type(kernel).__name__}")
+    return kernel
+
+
+def _orthonormal(P: NDArray[np.float64]) -> NDArray[np.float64]:
+    """An orthonormal basis of the range of ``P`` (columns below round-off dropped)."""
+    Uf, s, _ = np.linalg.svd(P, full_matrices=False)
+    keep = s > max(P.shape) * np.finfo(float).eps * (s[0] if s.size else 0.0)
+    return Uf[:, keep]
+
+
+# --------------------------------------------------------------------------
+# The estimator
+# --------------------------------------------------------------------------
+
+class LowRankSMM(ClassifierMixin, BaseEstimator):
+    r"""Low-rank support matrix machine with row and column kernels.
+
+    A binary classifier of matrices (images, channel x time recordings,
+    spectrograms) after :cite:`lee2020smm`, with the margin constraint of its
+    problem (2) written the right way round (:math:`y_i f(X_i) \ge 1 - \xi_i`).
+    See the module docstring for the model and Part IV of the book for the
+    derivations.
+
+    Parameters
+    ----------
+    rank : int, default=1
+        The rank ``r`` of the row and of the column projector,
+        ``1 <= r <= min(d1, d2)``.
+    row_kernel, col_kernel : Kernel or None, default=None
+        Kernels of :mod:`mvkm.kernels` on the rows (vectors of length ``d2``)
+        and on the columns (length ``d1``); ``None`` is the linear kernel.
+    C : float, default=1.0
+        The hinge-loss weight (the box of the duals), ``> 0``.
+    fit_intercept : bool, default=False
+        Add an intercept ``b`` (the source has none). Each half-step's dual
+        then has the equality constraint :math:`\sum_i y_i\alpha_i = 0`.
+    max_iter : int, default=50
+        The most alternations (a P-step followed by a C-step).
+    tol : float, default=1e-6
+        Stop when an alternation lowers the objective by less than
+        ``tol`` times its value.
+    init : {"svd", "random"}, default="svd"
+        ``"svd"``: solve the full-rank problem (:math:`W = I`, one SVM) and
+        start from the top ``rank`` right singular vectors of its row and
+        column coefficients; ``"random"``: random orthonormal factors (the
+        problem is not jointly convex and such starts can get stuck).
+    random_state : int, Generator or None, default=None
+        Seed of ``init="random"``.
+    verbose : bool, default=False
+        Print the objective after every alternation.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        The labels; ``classes_[1]`` is the positive class.
+    dual_coef_ : ndarray of shape (n,)
+        :math:`\gamma = y \circ \alpha` of the final C-step (``y`` in {-1, +1}).
+    intercept_ : float
+        ``b`` (0 without ``fit_intercept``).
+    row_projection_ : ndarray of shape (d1, d1)
+        :math:`W_r = P_r(P_r^\top P_r)^{-1}P_r^\top`.
+    col_projection_ : ndarray of shape (d2, d2)
+        :math:`W_c`.
+    objective_ : ndarray
+        The primal objective after every half-step (C, P, C, ..., C),
+        non-increasing.
+    n_iter_ : int
+        The number of alternations (P-steps) taken.
+    support_ : ndarray of int
+        Indices of the training matrices with :math:`\alpha_i > 0`.
+    shape_ : tuple of int
+        ``(d1, d2)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mvkm import LowRankSMM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, (120, 6, 5))
+    >>> u, v = rng.uniform(-1, 1, 6), rng.uniform(-1, 1, 5)
+    >>> y = np.sign(np.einsum("p,ipq,q->i", u, X, v))
+    >>> model = LowRankSMM(rank=1, C=10.0).fit(X[:80], y[:80])
+    >>> bool(model.score(X[80:], y[80:]) > 0.9)
+    True
+    """
+
+    def __init__(self, rank: int = 1, row_kernel: Kernel | None = None,
+                 col_kernel: Kernel | None = None, C: float = 1.0, fit_intercept: bool = False,
+                 max_iter: int = 50, tol: float = 1e-6, init: str = "svd",
+                 random_state: Any = None, verbose: bool = False) -> None:
+        self.rank = rank
+        self.row_kernel = row_kernel
+        self.col_kernel = col_kernel
+        self.C = C
+        self.fit_intercept = fit_intercept
+        self.max_iter = max_iter
+        self.tol = tol
+        self.init = init
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # -- validation ---------------------------------------------------------
+    def _check_params(self, d1: int, d2: int) -> None:
+        if isinstance(self.rank, bool) or not isinstance(self.rank, Integral):
+            raise ValueError(f"rank must be an integer, got {self.rank!r}")
+        if not 1 <= self.rank <= min(d1, d2):
+            raise ValueError(f"rank must be between 1 and min(d1, d2) = {min(d1, d2)} "
+                             f"for {d1} x {d2} matrices, got {self.rank}")
+        if isinstance(self.C, bool) or not isinstance(self.C, Real) or not np.isfinite(self.C) \
+                or self.C <= 0:
+            raise ValueError(f"C must be a finite number > 0, got {self.C!r}")
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, Integral) \
+                or self.max_iter < 0:
+            raise ValueError(f"max_iter must be an integer >= 0, got {self.max_iter!r}")
+        check_positive(self.tol, "tol", strict=False)
+        if self.init not in ("svd", "random"):
+            raise ValueError(f"init must be 'svd' or 'random', got {self.init!r}")
+
+    @staticmethod
+    def _check_X(X: ArrayLike, name: str = "X") -> NDArray[np.float64]:
+        arr = np.asarray(X) if not hasattr(X, "toarray") else X
+        if hasattr(arr, "ndim") and arr.ndim != 3:
+            raise ValueError(f"{name} must be a 3-D array of matrices (n, d1, d2), "
+                             f"got shape {getattr(arr, 'shape', None)}")
+        return check_array(X, name, ndim=3)
+
+    # -- the two half-steps ---------------------------------------------------
+    def _c_step(self, Xr, Xc, Ur, Uc, y, alpha0):
+        K = _projected(self._kr, Xr, None, Ur @ Ur.T) + _projected(self._kc, Xc, None, Uc @ Uc.T)
+        beta, b = _solve_svm(K, y, float(self.C), self.fit_intercept, alpha0)
+        return beta, b, svm_objective(K, y, beta, float(self.C), b)
+
+    def _p_step(self, Xr, Xc, Ur, Uc, beta, y):
+        sides = []
+        feats = []
+        for kernel, S, U in ((self._kr, Xr, Ur), (self._kc, Xc, Uc)):
+            V = _contract(kernel, S, beta, U)                      # C^T Phi(X_i), (n, r, d)
+            CtC = np.einsum("i,ikq,qj->kj", beta, V, U)            # C^T C
+            CtC = 0.5 * (CtC + CtC.T)
+            evals, evecs = np.linalg.eigh(CtC)
+            keep = evals > CtC.shape[0] * np.finfo(float).eps * max(float(evals.max()), 0.0)
+            inv_half = (evecs[:, keep] / np.sqrt(evals[keep])) @ evecs[:, keep].T
+            inv = (evecs[:, keep] / evals[keep]) @ evecs[:, keep].T
+            feats.append(np.einsum("kj,ijq->ikq", inv_half, V).reshape(len(y), -1))
+            sides.append((V, inv))
+        Z = np.hstack(feats)
+        K = Z @ Z.T
+        beta_p, b = _solve_svm(K, y, float(self.C), self.fit_intercept, np.abs(beta))
+        obj = svm_objective(K, y, beta_p, float(self.C), b)
+        new = []
+        for (V, inv), U in zip(sides, (Ur, Uc)):
+            P = np.einsum("i,ikq->qk", beta_p, V) @ inv             # P = (sum_i beta_i V_i)^T (C^T C)^{-1}
+            Un = _orthonormal(P)
+            new.append(Un if Un.shape[1] else U)
+        return new[0], new[1], obj, beta_p
+
+    # -- public API -----------------------------------------------------------
+    def fit(self, X: ArrayLike, y: ArrayLike) -> "LowRankSMM":
+        """Fit the classifier by alternating C- and P-steps.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, d1, d2)
+            The training matrices.
+        y : array_like of shape (n,)
+            Two distinct labels of any type.
+
+        Returns
+        -------
+        self
+        """
+        reset_fitted(self)
+        Xa = self._check_X(X)
+        n, d1, d2 = Xa.shape
+        y_arr = np.asarray(y)
+        if y_arr.ndim != 1:
+            raise ValueError(f"y must be 1-D, got shape {y_arr.shape}")
+        if y_arr.shape[0] != n:
+            raise ValueError(f"X and y must have the same number of samples, got {n} and {y_arr.shape[0]}")
+        if y_arr.dtype.kind == "f" and not np.all(np.isfinite(y_arr)):
+            raise ValueError("y contains NaN or infinite values")
+        classes = np.unique(y_arr)
+        if classes.size != 2:
+            raise ValueError(f"y must hold exactly two classes, got {classes.size}: {classes[:5]!r}")
+        self._check_params(d1, d2)
+        self._kr = _check_kernel(self.row_kernel, "row_kernel")
+        self._kc = _check_kernel(self.col_kernel, "col_kernel")
+        ys = np.where(y_arr == classes[1], 1.0, -1.0)
+        Xr, Xc = Xa, np.ascontiguousarray(Xa.transpose(0, 2, 1))
+        r = int(self.rank)
+
+        if self.init == "svd":
+            beta0, _, _ = self._c_step(Xr, Xc, np.eye(d1), np.eye(d2), ys, None)
+            Ur, Uc = (self._svd_start(k, S, beta0, r) for k, S in ((self._kr, Xr), (self._kc, Xc)))
+        else:
+            rng = check_random_state(self.random_state)
+            Ur = np.linalg.qr(rng.standard_normal((d1, r)))[0]
+            Uc = np.linalg.qr(rng.standard_normal((d2, r)))[0]
+            beta0 = None
+
+        alpha0 = None if beta0 is None else np.abs(beta0)
+        beta, b, obj = self._c_step(Xr, Xc, Ur, Uc, ys, alpha0)
+        objective = [obj]
+        n_iter = 0
+        converged = self.max_iter == 0
+        for n_iter in range(1, int(self.max_iter) + 1):
+            Ur, Uc, obj_p, beta_p = self._p_step(Xr, Xc, Ur, Uc, beta, ys)
+            objective.append(obj_p)
+            beta, b, obj = self._c_step(Xr, Xc, Ur, Uc, ys, np.abs(beta_p))
+            objective.append(obj)
+            if self.verbose:
+                print(f"LowRankSMM: alternation {n_iter}: objective {obj:.6g}")
+            if objective[-3] - obj <= float(self.tol) * max(abs(obj), np.finfo(float).tiny):
+                converged = True
+                break
+        else:
+            n_iter = int(self.max_iter)
+        if not converged:
+            warnings.warn(
+                f"LowRankSMM did not converge in max_iter={self.max_iter} alternations "
+                f"(last decrease {objective[-3] - objective[-1]:.3g}); raise max_iter",
+                ConvergenceWarning, stacklevel=2)
+
+        self.classes_ = classes
+        self.dual_coef_ = beta
+        self.intercept_ = float(b)
+        self.row_projection_ = Ur @ Ur.T
+        self.col_projection_ = Uc @ Uc.T
+        self.objective_ = np.asarray(objective)
+        self.n_iter_ = n_iter
+        self.support_ = np.flatnonzero(beta)
+        self.shape_ = (d1, d2)
+        self.X_fit_ = Xa
+        return self
+
+    @staticmethod
+    def _svd_start(kernel: Kernel, S: NDArray[np.float64], beta: NDArray[np.float64],
+                   r: int) -> NDArray[np.float64]:
+        """Top-r eigenvectors of A = B^T B for the full-rank coefficient B = sum_i beta_i Phi(X_i)."""
+        d = S.shape[1]
+        V = _contract(kernel, S, beta, np.eye(d))       # M_i, (n, d, d)
+        A = np.einsum("i,ikq->kq", beta, V)
+        A = 0.5 * (A + A.T)
+        evals, evecs = np.linalg.eigh(A)
+        return evecs[:, ::-1][:, :r].copy()
+
+    def decision_function(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Signed distance-like score, positive for ``classes_[1]``.
+
+        Parameters
+        ----------
+        X : array_like of shape (m, d1, d2)
+
+        Returns
+        -------
+        ndarray of shape (m,)
+        """
+        check_is_fitted(self, "dual_coef_")
+        Xa = self._check_X(X)
+        if Xa.shape[1:] != self.shape_:
+            raise ValueError(f"X holds {Xa.shape[1]} x {Xa.shape[2]} matrices but the model was "
+                             f"fitted on {self.shape_[0]} x {self.shape_[1]} matrices")
+        sv = self.support_
+        Xs = self.X_fit_[sv]
+        kr = _check_kernel(self.row_kernel, "row_kernel")
+        kc = _check_kernel(self.col_kernel, "col_kernel")
+        G = (_projected(kr, Xa, Xs, self.row_projection_)
+             + _projected(kc, np.ascontiguousarray(Xa.transpose(0, 2, 1)),
+                          np.ascontiguousarray(Xs.transpose(0, 2, 1)), self.col_projection_))
+        return G @ self.dual_coef_[sv] + self.intercept_
+
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
+        """Predicted labels (values of ``classes_``).
+
+        Parameters
+        ----------
+        X : array_like of shape (m, d1, d2)
+
+        Returns
+        -------
+        ndarray of shape (m,)
+        """
+        check_is_fitted(self, "dual_coef_")
+        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
+        """Accuracy on ``(X, y)``.
+
+        Parameters
+        ----------
+        X : array_like of shape (m, d1, d2)
+        y : array_like of shape (m,)
+        sample_weight : array_like of shape (m,), optional
+
+        Returns
+        -------
+        float
+        """
+        return super().score(X, y, sample_weight)
