@@ -1,6 +1,6 @@
 r"""A low-rank support matrix machine with row and column kernels (Part IV).
 
-The model of :cite:`lee2020smm` classifies matrices :math:`X \in \mathbb{R}^{d_1 \times d_2}`
+The model of :cite:`lee2020algorithmic` classifies matrices :math:`X \in \mathbb{R}^{d_1 \times d_2}`
 without vectorising them. Every row of ``X`` is mapped by a row kernel
 :math:`k_r` and every column by a column kernel :math:`k_c`; the decision
 function is
@@ -556,7 +556,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
     r"""Low-rank support matrix machine with row and column kernels.
 
     A binary classifier of matrices (images, channel x time recordings,
-    spectrograms) after :cite:`lee2020smm`, with the margin constraint of its
+    spectrograms) after :cite:`lee2020algorithmic`, with the margin constraint of its
     problem (2) written the right way round (:math:`y_i f(X_i) \ge 1 - \xi_i`).
     See the module docstring for the model and Part IV of the book for the
     derivations.
