@@ -59,6 +59,8 @@ __all__ = [
 
 #: Entries of one kernel tile (float64): 4M entries = 32 MB.
 _TILE_ENTRIES = 1 << 22
+#: Largest block kernel (n^2 d^2 entries, one side) kept in memory during a fit: 128 MB.
+_CACHE_ENTRIES = 1 << 24
 
 
 # --------------------------------------------------------------------------
@@ -472,6 +474,41 @@ def _contract(kernel: Kernel, S: NDArray[np.float64], beta: NDArray[np.float64],
     return V
 
 
+class _Side:
+    """One side (rows or columns) of the training matrices: its kernel, the stack ``S`` (n, d, m),
+    and, when it fits in :data:`_CACHE_ENTRIES`, the block kernel ``T[l, i, p, q] = k(S[l, p], S[i, q])``.
+
+    With the block kernel cached, a C-step's projected Gram matrix is one product of the
+    (n^2, d^2) matrix with vec(W) and a P-step's contraction one product with ``beta``;
+    without it both are recomputed tile by tile from the data (memory O(n^2 + tile)).
+    """
+
+    def __init__(self, kernel: Kernel, S: NDArray[np.float64]) -> None:
+        self.kernel, self.S = kernel, S
+        n, d, m = S.shape
+        self.T: NDArray[np.float64] | None = None
+        if not _is_linear(kernel) and n * n * d * d <= _CACHE_ENTRIES:
+            M = kernel(S.reshape(n * d, m)).reshape(n, d, n, d)
+            self.T = np.ascontiguousarray(M.transpose(0, 2, 1, 3))
+
+    def gram(self, U: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The projected Gram matrix with ``W = U U^T``."""
+        W = U @ U.T
+        if self.T is None:
+            return _projected(self.kernel, self.S, None, W)
+        n, d = self.S.shape[:2]
+        G = (self.T.reshape(n * n, d * d) @ W.ravel()).reshape(n, n)
+        return 0.5 * (G + G.T)
+
+    def contract(self, beta: NDArray[np.float64], U: NDArray[np.float64]) -> NDArray[np.float64]:
+        r"""``V[i, k, q] = sum_l beta_l sum_p U[p, k] k(S[l, p], S[i, q])``: :math:`C^\top\Phi(X_i)`."""
+        if self.T is None:
+            return _contract(self.kernel, self.S, beta, U)
+        n, d = self.S.shape[:2]
+        A = (beta @ self.T.reshape(n, n * d * d)).reshape(n, d, d)      # [i, p, q]
+        return np.einsum("pk,ipq->ikq", U, A, optimize=True)
+
+
 def projected_gram(X: ArrayLike, Y: ArrayLike | None = None, *, kernel: Kernel | None = None,
                    W: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""The projected row kernel :math:`G_{ij} = \operatorname{tr}(W K(i, j)) = \sum_{p,q} W_{pq}\, k([X_i]_{p:}, [Y_j]_{q:})`.
@@ -665,16 +702,16 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         return check_array(X, name, ndim=3)
 
     # -- the two half-steps ---------------------------------------------------
-    def _c_step(self, Xr, Xc, Ur, Uc, y, alpha0):
-        K = _projected(self._kr, Xr, None, Ur @ Ur.T) + _projected(self._kc, Xc, None, Uc @ Uc.T)
+    def _c_step(self, sides, Ur, Uc, y, alpha0):
+        K = sides[0].gram(Ur) + sides[1].gram(Uc)
         beta, b = _solve_svm(K, y, float(self.C), self.fit_intercept, alpha0)
         return beta, b, svm_objective(K, y, beta, float(self.C), b)
 
-    def _p_step(self, Xr, Xc, Ur, Uc, beta, y):
+    def _p_step(self, sides_in, Ur, Uc, beta, y):
         sides = []
         feats = []
-        for kernel, S, U in ((self._kr, Xr, Ur), (self._kc, Xc, Uc)):
-            V = _contract(kernel, S, beta, U)                      # C^T Phi(X_i), (n, r, d)
+        for side, U in zip(sides_in, (Ur, Uc)):
+            V = side.contract(beta, U)                             # C^T Phi(X_i), (n, r, d)
             CtC = np.einsum("i,ikq,qj->kj", beta, V, U)            # C^T C
             CtC = 0.5 * (CtC + CtC.T)
             evals, evecs = np.linalg.eigh(CtC)
@@ -729,9 +766,10 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         Xr, Xc = Xa, np.ascontiguousarray(Xa.transpose(0, 2, 1))
         r = int(self.rank)
 
+        sides = (_Side(self._kr, Xr), _Side(self._kc, Xc))
         if self.init == "svd":
-            beta0, _, _ = self._c_step(Xr, Xc, np.eye(d1), np.eye(d2), ys, None)
-            Ur, Uc = (self._svd_start(k, S, beta0, r) for k, S in ((self._kr, Xr), (self._kc, Xc)))
+            beta0, _, _ = self._c_step(sides, np.eye(d1), np.eye(d2), ys, None)
+            Ur, Uc = (self._svd_start(side, beta0, r) for side in sides)
         else:
             rng = check_random_state(self.random_state)
             Ur = np.linalg.qr(rng.standard_normal((d1, r)))[0]
@@ -739,14 +777,14 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             beta0 = None
 
         alpha0 = None if beta0 is None else np.abs(beta0)
-        beta, b, obj = self._c_step(Xr, Xc, Ur, Uc, ys, alpha0)
+        beta, b, obj = self._c_step(sides, Ur, Uc, ys, alpha0)
         objective = [obj]
         n_iter = 0
         converged = self.max_iter == 0
         for n_iter in range(1, int(self.max_iter) + 1):
-            Ur, Uc, obj_p, beta_p = self._p_step(Xr, Xc, Ur, Uc, beta, ys)
+            Ur, Uc, obj_p, beta_p = self._p_step(sides, Ur, Uc, beta, ys)
             objective.append(obj_p)
-            beta, b, obj = self._c_step(Xr, Xc, Ur, Uc, ys, np.abs(beta_p))
+            beta, b, obj = self._c_step(sides, Ur, Uc, ys, np.abs(beta_p))
             objective.append(obj)
             if self.verbose:
                 print(f"LowRankSMM: alternation {n_iter}: objective {obj:.6g}")
@@ -774,11 +812,10 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         return self
 
     @staticmethod
-    def _svd_start(kernel: Kernel, S: NDArray[np.float64], beta: NDArray[np.float64],
-                   r: int) -> NDArray[np.float64]:
+    def _svd_start(side: _Side, beta: NDArray[np.float64], r: int) -> NDArray[np.float64]:
         """Top-r eigenvectors of A = B^T B for the full-rank coefficient B = sum_i beta_i Phi(X_i)."""
-        d = S.shape[1]
-        V = _contract(kernel, S, beta, np.eye(d))       # M_i, (n, d, d)
+        d = side.S.shape[1]
+        V = side.contract(beta, np.eye(d))              # M_i, (n, d, d)
         A = np.einsum("i,ikq->kq", beta, V)
         A = 0.5 * (A + A.T)
         evals, evecs = np.linalg.eigh(A)
