@@ -279,3 +279,17 @@ def test_max_iter_warns_and_verbose_prints(capsys):
         warnings.simplefilter("ignore")
         LowRankSMM(rank=1, max_iter=2, verbose=True).fit(X, y)
     assert "alternation 1" in capsys.readouterr().out
+
+
+def test_cached_block_kernel_and_tiles_give_one_fit(monkeypatch):
+    """The fit with the block kernel in memory equals the fit that recomputes it in tiles."""
+    X, y = _data(n=50, d1=6, d2=5, seed=7)
+    kw = dict(rank=2, row_kernel=RBF(1.5), col_kernel=Laplacian(2.0), C=1.0, max_iter=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mvkm.linalg.ConvergenceWarning)
+        cached = LowRankSMM(**kw).fit(X, y)
+        monkeypatch.setattr(mvkm.smm, "_CACHE_ENTRIES", 0)
+        monkeypatch.setattr(mvkm.smm, "_TILE_ENTRIES", 200)
+        tiled = LowRankSMM(**kw).fit(X, y)
+    np.testing.assert_allclose(cached.objective_, tiled.objective_, rtol=1e-10)
+    np.testing.assert_allclose(cached.decision_function(X), tiled.decision_function(X), rtol=1e-8, atol=1e-10)
