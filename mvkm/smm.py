@@ -88,15 +88,18 @@ def solve_box_qp(
        second-order working-set choice of SMO, here with one variable) moves,
        and the gradient :math:`g = Q\alpha - \mathbf 1` is updated with one
        row of ``Q``;
-    2. *an exact polish*: with the variables strictly inside the box (``F``)
-       and at the upper bound (``U``) as found, the stationarity conditions
-       of that face are the linear system
-       :math:`Q_{FF}\alpha_F = \mathbf 1 - Q_{FU} u_U`, solved by Cholesky
-       (least squares if :math:`Q_{FF}` is singular). If its solution lies
-       in the box and lowers the objective it replaces the iterate. Once the
-       descent has found the right face (usually in the first round) the
-       polished point is optimal to round-off, which coordinate descent
-       alone reaches only slowly on ill-conditioned kernels.
+    2. *an active-set finish* from that point: the variables strictly inside
+       the box form the free set ``F``, the others stay at their bounds; a
+       Newton step on ``F`` (the face's stationarity conditions
+       :math:`Q_{FF}\alpha_F = \mathbf 1 - Q_{FU} u_U`; along a null
+       direction of a singular :math:`Q_{FF}`, the linear descent) is taken
+       as far as the box allows, a variable reaching its bound leaves ``F``,
+       and at the face's minimiser a bound variable with the wrong
+       multiplier sign joins it. Once the descent has found nearly the right
+       face (usually in the first round) a few such steps end at the exact
+       optimum, which coordinate descent alone reaches only slowly on
+       ill-conditioned kernels. If they do not, the next round resumes the
+       descent with a tolerance a hundred times smaller.
 
     The stopping rule is the duality gap of the SVM: with :math:`g_i = (Q\alpha)_i - 1`,
     the primal objective of the classifier defined by :math:`\alpha` is
