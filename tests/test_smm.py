@@ -293,3 +293,39 @@ def test_cached_block_kernel_and_tiles_give_one_fit(monkeypatch):
         tiled = LowRankSMM(**kw).fit(X, y)
     np.testing.assert_allclose(cached.objective_, tiled.objective_, rtol=1e-10)
     np.testing.assert_allclose(cached.decision_function(X), tiled.decision_function(X), rtol=1e-8, atol=1e-10)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    result = doctest.testmod(mvkm.smm, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 2 and result.failed == 0
+
+
+def test_box_qp_random_problems_converge_without_warnings():
+    """Linear, RBF, polynomial and duplicated-point kernels, C from 1e-2 to 1e3, cold and warm starts."""
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        n, d = int(rng.integers(5, 60)), int(rng.integers(1, 6))
+        X = rng.normal(size=(n, d))
+        y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+        kind = seed % 4
+        if kind == 0:
+            K = X @ X.T
+        elif kind == 1:
+            K = RBF(float(rng.uniform(0.2, 3)))(X)
+        elif kind == 2:
+            K = (X @ X.T + 1) ** 2
+        else:
+            X = np.repeat(X[: max(1, n // 3)], 3, axis=0)
+            K = RBF(1.0)(X)
+            y = np.repeat(y[: max(1, n // 3)], 3)
+        C = float(10 ** rng.uniform(-2, 3))
+        Q = K * np.outer(y, y)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            a, _ = solve_box_qp(Q, C, alpha0=rng.uniform(0, C, len(y)) if seed % 2 else None)
+        g = Q @ a - 1
+        # the duality gap, recomputed here: sum a g + C max(0, -g) >= 0, zero at the optimum
+        gap = a @ g + C * np.maximum(0, -g).sum()
+        assert -1e-12 <= gap <= 1e-10 * max(1.0, 0.5 * a @ (Q @ a) + C * np.maximum(0, -g).sum())
