@@ -118,7 +118,9 @@ def solve_box_qp(
     alpha0 : array_like of shape (n,), optional
         A warm start (clipped into the box); zeros by default.
     tol : float, default=1e-12
-        Stop when the duality gap is below ``tol * max(1, P)``.
+        Stop when the duality gap is below ``tol * max(1, P)`` (plus the
+        round-off floor :math:`100\,\epsilon\,|\alpha|^\top|Q||\alpha|` of its
+        computation).
     max_rounds : int, default=20
         Rounds of descent and polish.
 
@@ -153,9 +155,12 @@ def solve_box_qp(
     total = 0
     def done(x: NDArray[np.float64]) -> tuple[bool, NDArray[np.float64]]:
         # The gradient is updated incrementally by the descent and the finish, which
-        # accumulates round-off: the stopping test recomputes it.
+        # accumulates round-off: the stopping test recomputes it. The gap cannot be
+        # resolved below the round-off of Q x, about eps |x|'|Q||x| (large when the
+        # products cancel), so that floor is allowed too.
         gx = Q @ x - 1.0
-        return _duality_gap(x, gx, u) <= tol * max(1.0, _primal(x, gx, u)), gx
+        floor = 100 * np.finfo(float).eps * float(np.abs(x) @ (np.abs(Q) @ np.abs(x)))
+        return _duality_gap(x, gx, u) <= tol * max(1.0, _primal(x, gx, u)) + floor, gx
 
     for _ in range(max_rounds):
         total += int(_greedy_cd(Q, u, a, g, eps, tol, max(200 * n, 100_000)))
