@@ -10,12 +10,24 @@ sideways instead of being clipped at the column edge), or if an exercise's
 solution (its ``{solution}`` prose or its solution cell) is shown without a
 click. Links (``<a href=...>``, e.g. the Binder and Colab
 launch buttons) are allowed: they are navigation, not resources.
+
+Explorer pages: a notebook whose code calls matplotlib's ``to_jshtml`` gives
+the HTML reader precomputed frames behind a slider, the control that works
+without a Python kernel (an ipywidget does not). Its page must contain that
+control: a ``<div class="animation">`` with an ``<input type="range">``
+inside. The rule is keyed on the page's source notebook (found under
+``_sources/`` of the build, or in the repository the build sits in), and,
+where no source is found, on the page itself (its code shows ``to_jshtml``).
+Any animation player on any page must have its slider. A page without
+animation code and without a player is not concerned.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 # Resources a page loads by itself: <script src>, <link href> (stylesheets,
@@ -35,8 +47,84 @@ _SOLUTION_DIV = re.compile(r'<div class="solution\b([^"]*)"')
 _SOLUTION_CELL = re.compile(r'<span class="c1">#\s*Exercise \d+ \(\d+ points?\)')
 
 
-def problems_in_page(html: str) -> list[str]:
-    """Return the problems of one page: external resources and CDN URLs."""
+class _AnimationPlayers(HTMLParser):
+    """Count matplotlib jshtml players (``<div class="animation">``) and those with a range input inside."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.players = 0
+        self.with_slider = 0
+        self._depth = 0            # <div> nesting inside the current player; 0: outside any player
+        self._has_slider = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: (v or "") for k, v in attrs}
+        if tag == "div":
+            if self._depth:
+                self._depth += 1
+            elif "animation" in a.get("class", "").split():
+                self._depth, self._has_slider = 1, False
+                self.players += 1
+        elif tag == "input" and self._depth and a.get("type", "").lower() == "range" and not self._has_slider:
+            self._has_slider = True
+            self.with_slider += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "div" and self._depth:
+            self._depth -= 1
+
+
+def animation_problems(html: str, animated: bool | None = None) -> list[str]:
+    """Problems of a page's precomputed-frames control (see the module docstring).
+
+    ``animated`` says whether the page's source notebook builds a ``to_jshtml``
+    animation; ``None`` (source unknown) infers it from the page's own code.
+    """
+    if animated is None:
+        animated = "to_jshtml" in html
+    if not animated and 'class="animation' not in html:
+        return []
+    parser = _AnimationPlayers()
+    parser.feed(html)
+    parser.close()
+    found = []
+    if animated and parser.players == 0:
+        found.append("the notebook builds a to_jshtml animation but the page has no player "
+                     '(<div class="animation">): the HTML reader gets no control that works without a kernel')
+    if parser.with_slider < parser.players:
+        found.append('an animation player (<div class="animation">) has no slider (<input type="range">) inside')
+    return found
+
+
+def builds_animation(source: Path) -> bool:
+    """Whether a chapter's source (a notebook, or MyST text) calls ``to_jshtml`` in its code."""
+    text = source.read_text(encoding="utf-8", errors="replace")
+    try:
+        nb = json.loads(text)
+    except ValueError:
+        return "to_jshtml" in text            # a MyST markdown source or a plain-text copy
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    return any(c.get("cell_type") == "code"
+               and "to_jshtml" in "".join(c.get("source", "")) for c in cells)
+
+
+def source_of(page: Path, root: Path) -> Path | None:
+    """The source notebook (or .md) a page was built from, if it can be found, else None."""
+    rel = page.relative_to(root).with_suffix("")
+    for base in (root / "_sources", root.parent.parent):   # the build's copy; <repo>/_build/html
+        for suffix in (".ipynb", ".ipynb.txt", ".md", ".md.txt"):
+            candidate = base / f"{rel}{suffix}"
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def problems_in_page(html: str, animated: bool | None = None) -> list[str]:
+    """Return the problems of one page: external resources and CDN URLs, math, solutions, animations.
+
+    ``animated``: whether the page's source builds a ``to_jshtml`` animation
+    (``None``: unknown, inferred from the page).
+    """
     found: list[str] = []
     for match in _RESOURCE.finditer(html):
         url = next(g for g in match.groups() if g)
@@ -67,6 +155,7 @@ def problems_in_page(html: str) -> list[str]:
             found.append("a solution cell is shown open: tag it hide-cell")
     if _DISPLAY_MATH.search(html) and "_static/mvkm.css" not in html:
         found.append("page has display math but does not load _static/mvkm.css (long equations clipped)")
+    found += animation_problems(html, animated)
     return found
 
 
@@ -76,7 +165,9 @@ def check_tree(root: Path) -> dict[str, list[str]]:
         raise SystemExit(f"{root} is not a directory: build the book first (make book)")
     report = {}
     for page in sorted(root.rglob("*.html")):
-        problems = problems_in_page(page.read_text(encoding="utf-8", errors="replace"))
+        source = source_of(page, root)
+        animated = builds_animation(source) if source is not None else None
+        problems = problems_in_page(page.read_text(encoding="utf-8", errors="replace"), animated)
         if problems:
             report[str(page.relative_to(root))] = problems
     mathjax = root / "_static" / "mathjax" / "tex-chtml.js"

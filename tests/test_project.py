@@ -12,7 +12,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from check_offline_html import problems_in_page  # noqa: E402
+from check_offline_html import check_tree, problems_in_page  # noqa: E402
 
 # conda-forge name -> PyPI name, where they differ.
 CONDA_TO_PIP = {"pytorch-cpu": "torch"}
@@ -140,3 +140,75 @@ def test_every_chapter_in_the_toc_exists_and_every_notebook_is_in_the_toc():
 )
 def test_offline_html_checker(html, bad):
     assert bool(problems_in_page(html)) is bad
+
+
+# Explorer pages: a notebook that builds a to_jshtml animation must give the HTML reader its slider.
+_PLAYER = ('<div class="output text_html"><div class="animation"><img id="_anim_img1">'
+           '<div class="anim-controls"><input id="_anim_slider1" type="range" class="anim-slider" '
+           'min="0" max="1" oninput="anim1.set_frame(parseInt(this.value));">'
+           '<div class="anim-buttons"><button>&#9654;</button></div></div></div></div>')
+_PLAYER_NO_SLIDER = ('<div class="animation"><img id="_anim_img1"><div class="anim-controls">'
+                     '<div class="anim-buttons"><button>&#9654;</button></div></div></div>')
+_CODE = '<pre><span class="n">html</span> <span class="o">=</span> <span class="n">anim</span>' \
+        '<span class="o">.</span><span class="n">to_jshtml</span><span class="p">()</span></pre>'
+
+
+@pytest.mark.parametrize(
+    "html, animated, bad",
+    [
+        (_PLAYER, True, False),                       # the notebook animates, the page has the slider
+        ("<p>a frozen widget snapshot</p>", True, True),   # the notebook animates, the page has no player
+        (_PLAYER_NO_SLIDER, True, True),              # a player whose slider is missing
+        (_PLAYER_NO_SLIDER, False, True),             # ... whatever the source says
+        # the range input must sit inside the player, not next to it
+        (_PLAYER_NO_SLIDER + '<input type="range">', True, True),
+        ("<p>no animation code, no player</p>", False, False),   # e.g. ppca/experiments before its slider
+        ("<p>no animation code, no player</p>", None, False),
+        (_CODE, None, True),                          # source unknown: the page's code shows to_jshtml
+        (_CODE + _PLAYER, None, False),
+    ],
+)
+def test_offline_html_checker_animation_slider(html, animated, bad):
+    problems = problems_in_page(html, animated)
+    assert bool(problems) is bad, problems
+
+
+def test_offline_html_checker_keys_the_slider_rule_on_the_notebook_source(tmp_path):
+    import nbformat
+
+    root = tmp_path / "html"
+    pages = {"book/a/explorer": ("anim.to_jshtml()", "<p>widget snapshot only</p>"),    # must fail
+             "book/a/ok": ("anim.to_jshtml()", _PLAYER),
+             "book/a/prose": ("x = 1", "<p>we could call <code>to_jshtml</code></p>")}   # prose only
+    for rel, (code, html) in pages.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / f"{rel}.html").write_text(html)
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("`to_jshtml` in prose"),
+                                             nbformat.v4.new_code_cell(code)])
+        (root / "_sources" / rel).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, root / "_sources" / f"{rel}.ipynb")
+    report = check_tree(root)
+    assert set(report) - {"_static/mathjax"} == {"book/a/explorer.html"}
+    assert "to_jshtml" in report["book/a/explorer.html"][0]
+
+
+def test_offline_html_checker_accepts_matplotlibs_own_player():
+    # matplotlib's template, as the chapters use it (the CDN stylesheet stripped): no problem.
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.animation import FuncAnimation
+
+    fig, ax = plt.subplots(figsize=(1, 1), dpi=20)
+
+    def frame(i):
+        ax.set_title(str(i))
+        return []
+
+    anim = FuncAnimation(fig, frame, frames=2)
+    html = anim.to_jshtml()
+    plt.close(fig)
+    html = re.sub(r'<link rel="stylesheet"\s*href="https://[^"]*font-awesome[^"]*">', "", html)
+    assert problems_in_page(html, True) == []
+    # and without its slider, the rule fires
+    assert problems_in_page(re.sub(r'<input[^>]*type="range"[^>]*>', "", html), True)
