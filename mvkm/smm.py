@@ -72,10 +72,11 @@ def solve_box_qp(
     upper: float | ArrayLike,
     *,
     alpha0: ArrayLike | None = None,
+    linear: ArrayLike | None = None,
     tol: float = 1e-12,
     max_rounds: int = 20,
 ) -> tuple[NDArray[np.float64], int]:
-    r"""Solve :math:`\min_\alpha \tfrac12 \alpha^\top Q\alpha - \mathbf 1^\top\alpha` s.t. :math:`0 \le \alpha \le u`.
+    r"""Solve :math:`\min_\alpha \tfrac12 \alpha^\top Q\alpha - c^\top\alpha` s.t. :math:`0 \le \alpha \le u` (:math:`c = \mathbf 1` by default).
 
     This is the dual of an SVM without intercept (:math:`Q = \operatorname{diag}(y)
     K \operatorname{diag}(y)`). Without the equality constraint of the SVM
@@ -117,6 +118,9 @@ def solve_box_qp(
         The box :math:`u > 0` (the SVM's ``C``).
     alpha0 : array_like of shape (n,), optional
         A warm start (clipped into the box); zeros by default.
+    linear : array_like of shape (n,), optional
+        The vector :math:`c` (ones by default). With :math:`c_i = 1 - y_i b`
+        the problem is the dual of the SVM whose intercept is held at ``b``.
     tol : float, default=1e-12
         Stop when the duality gap is below ``tol * max(1, P)`` (plus the
         round-off floor :math:`100\,\epsilon\,|\alpha|^\top|Q||\alpha|` of its
@@ -148,47 +152,52 @@ def solve_box_qp(
         raise ValueError("upper must be finite and > 0")
     check_positive(tol, "tol")
     Q = np.ascontiguousarray(Q)
+    c = np.ones(n) if linear is None else check_array(linear, "linear", ndim=1)
+    if c.shape != (n,):
+        raise ValueError(f"linear must have shape ({n},), got {c.shape}")
     a = np.zeros(n) if alpha0 is None else np.clip(np.asarray(alpha0, dtype=float), 0.0, u)
-    g = Q @ a - 1.0
+    g = Q @ a - c
     scale = max(1.0, float(np.diag(Q).max()))
-    eps = 1e-3 * scale
+    eps = 1e-3 * scale * max(1.0, float(np.abs(c).max()))
     total = 0
+
     def done(x: NDArray[np.float64]) -> tuple[bool, NDArray[np.float64]]:
         # The gradient is updated incrementally by the descent and the finish, which
         # accumulates round-off: the stopping test recomputes it. The gap cannot be
         # resolved below the round-off of Q x, about eps |x|'|Q||x| (large when the
         # products cancel), so that floor is allowed too.
-        gx = Q @ x - 1.0
-        floor = 100 * np.finfo(float).eps * float(np.abs(x) @ (np.abs(Q) @ np.abs(x)))
-        return _duality_gap(x, gx, u) <= tol * max(1.0, _primal(x, gx, u)) + floor, gx
+        gx = Q @ x - c
+        floor = 100 * np.finfo(float).eps * float(np.abs(x) @ (np.abs(Q) @ np.abs(x)) + np.abs(x) @ np.abs(c))
+        return _duality_gap(x, gx, u) <= tol * max(1.0, abs(_primal(x, gx, u, c))) + floor, gx
 
     for _ in range(max_rounds):
-        total += int(_greedy_cd(Q, u, a, g, eps, tol, max(200 * n, 100_000)))
+        total += int(_greedy_cd(Q, u, c, a, g, eps, tol, max(200 * n, 100_000)))
         ok, g = done(a)
         if ok:
             return a, total
         b, gb = a.copy(), g.copy()
-        if _active_set(Q, u, b, gb, tol, 4 * n):
+        if _active_set(Q, u, c, b, gb, tol, 4 * n):
             ok, gb = done(b)
             if ok:
                 return b, total
-        gb = Q @ b - 1.0
-        if _primal(b, gb, u) <= _primal(a, g, u):
+        gb = Q @ b - c
+        if _primal(b, gb, u, c) <= _primal(a, g, u, c):
             a, g = b, gb
         eps *= 1e-2
     gap = _duality_gap(a, g, u)
     warnings.warn(
         f"solve_box_qp stopped after {max_rounds} rounds ({total} coordinate updates) with a "
-        f"duality gap of {gap:.2e} > {tol:.1e} * max(1, P)",
+        f"duality gap of {gap:.2e} > {tol:.1e} * max(1, |P|)",
         ConvergenceWarning,
         stacklevel=2,
     )
     return a, total
 
 
-def _primal(a: NDArray[np.float64], g: NDArray[np.float64], u: NDArray[np.float64]) -> float:
-    """SVM primal objective of ``a`` (gradient ``g = Q a - 1``): 1/2 a'Qa + sum u max(0, -g)."""
-    return float(0.5 * a @ (g + 1.0) + u @ np.maximum(0.0, -g))
+def _primal(a: NDArray[np.float64], g: NDArray[np.float64], u: NDArray[np.float64],
+            c: NDArray[np.float64]) -> float:
+    """SVM primal objective of ``a`` (gradient ``g = Q a - c``): 1/2 a'Qa + sum u max(0, -g)."""
+    return float(0.5 * a @ (g + c) + u @ np.maximum(0.0, -g))
 
 
 def _duality_gap(a: NDArray[np.float64], g: NDArray[np.float64], u: NDArray[np.float64]) -> float:
@@ -209,14 +218,16 @@ def _face_direction(QFF: NDArray[np.float64], gF: NDArray[np.float64]) -> tuple[
     keep = evals > gF.size * 1e-13 * max(float(evals[-1]), 0.0)
     null = evecs[:, ~keep]
     g_null = null @ (null.T @ gF)
-    if np.linalg.norm(g_null) > 1e-9 * max(1.0, np.linalg.norm(gF)):
+    # For a PSD Q the null part of g_F is that of -c alone (Q_FF v = 0 implies Q v = 0):
+    # not round-off, however small, so it is judged relative to g_F.
+    if np.linalg.norm(g_null) > 0.1 * np.linalg.norm(gF):
         return -g_null, False
     V = evecs[:, keep]
     return -V @ ((V.T @ gF) / evals[keep]), True
 
 
-def _active_set(Q: NDArray[np.float64], u: NDArray[np.float64], a: NDArray[np.float64],
-                g: NDArray[np.float64], tol: float, max_iter: int) -> bool:
+def _active_set(Q: NDArray[np.float64], u: NDArray[np.float64], c: NDArray[np.float64],
+                a: NDArray[np.float64], g: NDArray[np.float64], tol: float, max_iter: int) -> bool:
     r"""Finish the box QP from a nearly optimal ``a`` by a primal active-set method, in place.
 
     The variables strictly inside the box form the free set ``F``; the others
@@ -224,54 +235,60 @@ def _active_set(Q: NDArray[np.float64], u: NDArray[np.float64], a: NDArray[np.fl
     of the quadratic on that face (the Newton direction; along a null
     direction of a singular :math:`Q_{FF}`, the linear descent), as far as
     the box allows: a variable that reaches its bound leaves ``F``. At the
-    face's minimiser (:math:`g_F = 0`) a bound variable whose gradient points
-    into the box (a negative multiplier) joins ``F``. Each step lowers the
-    objective, so the method ends in finitely many steps, with the exact
-    optimum (KKT conditions to round-off). Returns whether the duality gap
-    reached ``tol * max(1, P)``.
+    face's minimiser (after a full Newton step, or when the step is below
+    round-off) a bound variable whose gradient points into the box (a
+    negative multiplier) joins ``F``. Each step lowers the objective, so the
+    method ends in finitely many steps, with the exact optimum (KKT
+    conditions to round-off). Returns whether the duality gap reached
+    ``tol * max(1, |P|)``.
     """
     at_minimiser = False
+    released = -1
     for _ in range(max_iter):
-        P = _primal(a, g, u)
-        if _duality_gap(a, g, u) <= tol * max(1.0, P):
+        P = _primal(a, g, u, c)
+        if _duality_gap(a, g, u) <= tol * max(1.0, abs(P)):
             return True
         free = (a > 0.0) & (a < u)
-        gscale = max(1.0, float(np.abs(g).max()))
-        if not free.any() or at_minimiser or float(np.abs(g[free]).max()) <= 1e-12 * gscale:
-            # At the face's minimiser (after a full Newton step, up to round-off):
-            # release the bound variable violating its KKT sign most.
+        if not free.any() or at_minimiser:
+            # Release the bound variable violating its KKT sign most.
             viol = np.where(a <= 0.0, -g, np.where(a >= u, g, 0.0))
+            if released >= 0:
+                viol[released] = 0.0          # released last time without moving: not again
             i = int(np.argmax(viol))
             if viol[i] <= 0.0:
                 return True
             free[i] = True
+            released = i
+        else:
+            released = -1
         F = np.flatnonzero(free)
         d, newton = _face_direction(Q[np.ix_(F, F)], g[F])
         if float(g[F] @ d) >= 0.0:       # not a descent direction (round-off): projected gradient
             d = -g[F]
+            newton = False
         aF = a[F]
         d = np.where(((aF <= 0.0) & (d < 0.0)) | ((aF >= u[F]) & (d > 0.0)), 0.0, d)
         with np.errstate(divide="ignore", invalid="ignore"):
             room = np.where(d > 0.0, (u[F] - aF) / d, np.where(d < 0.0, -aF / d, np.inf))
-        t_max = float(room.min())
+        t_max = float(room.min()) if room.size else np.inf
         t = t_max if not newton else min(1.0, t_max)
         if not np.isfinite(t):
             return False
-        at_minimiser = newton and t == 1.0 and t < t_max
         new = aF + t * d
         if t == t_max:
             hit = room <= t_max
             new[hit] = np.where(d[hit] > 0.0, u[F][hit], 0.0)
         new = np.clip(new, 0.0, u[F])
         step = new - aF
-        if not step.any():
-            return False
-        a[F] = new
-        g += Q[:, F] @ step
-    return _duality_gap(a, g, u) <= tol * max(1.0, _primal(a, g, u))
+        # At the face's minimiser after a full Newton step, or when the step is lost in round-off.
+        at_minimiser = (newton and t == 1.0 and t < t_max) or not step.any()
+        if step.any():
+            a[F] = new
+            g += Q[:, F] @ step
+    return _duality_gap(a, g, u) <= tol * max(1.0, abs(_primal(a, g, u, c)))
 
 
-def _greedy_cd_python(Q, u, a, g, pg_tol, gap_tol, max_updates):  # pragma: no cover - numba
+def _greedy_cd_python(Q, u, c, a, g, pg_tol, gap_tol, max_updates):  # pragma: no cover - numba
     """Greedy coordinate descent on the box QP, in place on ``a`` and ``g``.
 
     Stops when the largest projected gradient is below ``pg_tol`` (the face is
@@ -291,7 +308,7 @@ def _greedy_cd_python(Q, u, a, g, pg_tol, gap_tol, max_updates):  # pragma: no c
             gi = g[i]
             ai = a[i]
             loss = u[i] * max(0.0, -gi)
-            quad += ai * (gi + 1.0)
+            quad += ai * (gi + c[i])
             hinge += loss
             gap += ai * gi + loss
             if ai <= 0.0:
@@ -315,7 +332,7 @@ def _greedy_cd_python(Q, u, a, g, pg_tol, gap_tol, max_updates):  # pragma: no c
                 best = gain
                 ib = i
                 db = d
-        if worst <= pg_tol or ib < 0 or gap <= gap_tol * max(1.0, 0.5 * quad + hinge):
+        if worst <= pg_tol or ib < 0 or gap <= gap_tol * max(1.0, abs(0.5 * quad + hinge)):
             return it
         a[ib] += db
         row = Q[ib]
@@ -344,64 +361,82 @@ def _solve_svm(K: NDArray[np.float64], y: NDArray[np.float64], C: float, fit_int
         Q = K * np.outer(y, y)
         alpha, _ = solve_box_qp(Q, C, alpha0=alpha0)
         return y * alpha, 0.0
+    return _svm_with_intercept(K, y, C, alpha0)
+
+
+def _svm_with_intercept(K: NDArray[np.float64], y: NDArray[np.float64], C: float,
+                        alpha0: NDArray[np.float64] | None) -> tuple[NDArray[np.float64], float]:
+    r"""The SVM with intercept, exactly: a root search on ``b`` over box QPs.
+
+    For a fixed intercept ``b`` the SVM is one without intercept and with
+    margins :math:`1 - y_i b`; its dual is the box QP with :math:`c_i = 1 - y_i b`,
+    solved exactly by :func:`solve_box_qp`, and its optimal value :math:`V(b)`
+    is convex in ``b`` with slope :math:`-s(b)`, :math:`s(b) = \sum_i y_i \alpha_i(b)`
+    (non-increasing). The optimal intercept is where :math:`s` changes sign
+    (the equality constraint :math:`y^\top\alpha = 0` of the usual dual), found
+    by bracketing and the Illinois variant of regula falsi: exact in one or
+    two steps where :math:`\alpha(b)` is linear, bisection-like at a kink.
+    libsvm (``SVC(kernel="precomputed")`` at a loose tolerance) gives the start.
+    """
     from sklearn.svm import SVC
 
-    # libsvm finds the face at a loose tolerance (a tight one can make it crawl on
-    # degenerate problems); the polish then makes the answer exact. Tighter only if needed.
-    best: tuple[float, NDArray[np.float64], float] | None = None
-    for svc_tol in (1e-3, 1e-5, 1e-7):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning_sklearn)
-            svc = SVC(kernel="precomputed", C=C, tol=svc_tol, cache_size=1000,
-                      max_iter=max(10**6, 100 * len(y))).fit(K, y)
-        beta = np.zeros(len(y))
-        beta[svc.support_] = svc.dual_coef_[0]
-        beta, b = _polish_intercept(K, y, C, beta, float(svc.intercept_[0]))
-        primal = svm_objective(K, y, beta, C, b)
-        alpha, margin = y * beta, y * (K @ beta + b)
-        # duality gap (y'alpha = 0 holds): sum alpha (m - 1) + C max(0, 1 - m) >= 0
-        gap = float(alpha @ (margin - 1.0) + C * np.maximum(0.0, 1.0 - margin).sum())
-        if best is None or primal < best[0]:
-            best = (primal, beta, b)
-        if gap <= 1e-12 * max(1.0, primal):
-            return beta, b
-    warnings.warn(f"the SVM dual with intercept stopped with a duality gap of {gap:.2e}",
-                  ConvergenceWarning, stacklevel=3)
-    return best[1], best[2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning_sklearn)
+        svc = SVC(kernel="precomputed", C=C, tol=1e-3, max_iter=max(10**6, 100 * len(y))).fit(K, y)
+    Q = K * np.outer(y, y)
+    warm = np.zeros(len(y)) if alpha0 is None else np.clip(alpha0, 0.0, C)
+    warm[svc.support_] = np.abs(svc.dual_coef_[0])
 
+    def at(b: float) -> tuple[float, NDArray[np.float64]]:
+        nonlocal warm
+        alpha, _ = solve_box_qp(Q, C, alpha0=warm, linear=1.0 - y * b)
+        warm = alpha
+        return float(y @ alpha), alpha
 
-def _polish_intercept(K: NDArray[np.float64], y: NDArray[np.float64], C: float,
-                      beta: NDArray[np.float64], b: float) -> tuple[NDArray[np.float64], float]:
-    r"""Make libsvm's answer exact: solve the KKT system of its face with the intercept.
-
-    A dual solution that is optimal to :math:`\varepsilon` gives a classifier
-    whose primal objective is only within about :math:`\sqrt\varepsilon` of the
-    optimum. On the face that libsvm found (free set ``F``: :math:`0 < \alpha_i < C`;
-    the set ``U`` at :math:`C`), the optimum satisfies :math:`y_i f(X_i) = 1`
-    on ``F`` and :math:`y^\top\alpha = 0`, a symmetric bordered system in
-    :math:`(\alpha_F, b)`. Its Newton step from libsvm's point (the minimum-norm
-    step if singular) is kept when it stays in the box and lowers the primal
-    objective.
-    """
-    alpha = y * beta
-    free = np.flatnonzero((alpha > 1e-12 * C) & (alpha < C * (1 - 1e-12)))
-    if free.size == 0:
-        return beta, b
-    margin = y * (K @ beta + b)
-    Q_FF = K[np.ix_(free, free)] * np.outer(y[free], y[free])
-    M = np.block([[Q_FF, y[free, None]], [y[None, free], np.zeros((1, 1))]])
-    residual = np.concatenate([1.0 - margin[free], [-(y @ alpha)]])
-    evals, evecs = np.linalg.eigh(M)
-    keep = np.abs(evals) > M.shape[0] * 1e-13 * np.abs(evals).max()
-    step = evecs[:, keep] @ ((evecs[:, keep].T @ residual) / evals[keep])
-    new = alpha.copy()
-    new[free] += step[:-1]
-    if np.any(new[free] < 0) or np.any(new[free] > C):
-        return beta, b
-    new_beta, new_b = y * new, b + float(step[-1])
-    if svm_objective(K, y, new_beta, C, new_b) <= svm_objective(K, y, beta, C, b):
-        return new_beta, new_b
-    return beta, b
+    b0 = float(svc.intercept_[0])
+    s0, a0 = at(b0)
+    tiny = 1e-13 * max(1.0, float(np.abs(a0).sum()))
+    if abs(s0) <= tiny:
+        return y * a0, b0
+    # Bracket the sign change: s is non-increasing in b.
+    width = max(1e-3, 1e-2 * abs(b0))
+    lo, s_lo, a_lo, hi, s_hi, a_hi = (b0, s0, a0, None, None, None) if s0 > 0 else (None, None, None, b0, s0, a0)
+    for _ in range(200):
+        if lo is not None and hi is not None:
+            break
+        trial = b0 + width if hi is None else b0 - width
+        st, at_ = at(trial)
+        if st > 0:
+            lo, s_lo, a_lo = trial, st, at_
+        else:
+            hi, s_hi, a_hi = trial, st, at_
+        width *= 4.0
+    if lo is None or hi is None:
+        raise RuntimeError("no sign change of y'alpha(b) found for the intercept")
+    side = 0
+    for _ in range(200):
+        if hi - lo <= 4 * np.finfo(float).eps * max(1.0, abs(lo), abs(hi)):
+            break
+        b = hi - s_hi * (hi - lo) / (s_hi - s_lo)          # regula falsi on the bracket
+        if not lo < b < hi:
+            b = 0.5 * (lo + hi)
+        sb, ab = at(b)
+        if abs(sb) <= tiny:
+            return y * ab, float(b)
+        if sb > 0:
+            lo, s_lo, a_lo = b, sb, ab
+            if side == 1:
+                s_hi *= 0.5                                 # Illinois: halve the stale end
+            side = 1
+        else:
+            hi, s_hi, a_hi = b, sb, ab
+            if side == -1:
+                s_lo *= 0.5
+            side = -1
+    candidates = [(lo, a_lo), (hi, a_hi)]
+    values = [svm_objective(K, y, y * a, C, b) for b, a in candidates]
+    b, a = candidates[int(np.argmin(values))]
+    return y * a, float(b)
 
 
 def svm_objective(K: ArrayLike, y: ArrayLike, dual_coef: ArrayLike, C: float,
