@@ -330,3 +330,45 @@ def test_box_qp_random_problems_converge_without_warnings():
         gap = a @ g + C * np.maximum(0, -g).sum()
         floor = 1e-13 * np.abs(a) @ np.abs(Q) @ np.abs(a)      # round-off of Q a, where products cancel
         assert -floor <= gap <= 1e-10 * max(1.0, 0.5 * a @ (Q @ a) + C * np.maximum(0, -g).sum()) + floor
+
+
+def test_box_qp_with_a_linear_term_matches_clarabel():
+    """c = 1 - y b: the dual of the SVM whose intercept is held at b."""
+    rng = np.random.default_rng(11)
+    n = 60
+    X = rng.normal(size=(n, 2))
+    y = np.where(X[:, 0] + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    Q = RBF(1.0)(X) * np.outer(y, y)
+    for b in (-0.7, 0.0, 0.4):
+        c = 1.0 - y * b
+        a, _ = solve_box_qp(Q, 2.0, linear=c)
+        ours = 0.5 * a @ Q @ a - c @ a
+        P = sp.csc_matrix(np.triu(Q))
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-12
+        sol = clarabel.DefaultSolver(P, -c, sp.vstack([sp.eye(n), -sp.eye(n)]).tocsc(),
+                                     np.r_[np.full(n, 2.0), np.zeros(n)],
+                                     [clarabel.NonnegativeConeT(2 * n)], settings).solve()
+        x = np.asarray(sol.x)
+        assert ours == pytest.approx(0.5 * x @ Q @ x - c @ x, rel=1e-9)
+    with pytest.raises(ValueError, match="linear"):
+        solve_box_qp(Q, 1.0, linear=np.ones(n - 1))
+
+
+def test_intercept_on_a_degenerate_problem_is_exact_and_monotone():
+    """20 x 20 rank-1 simulation with linear kernels: every dual is singular (rank <= 40 < n).
+    libsvm alone stopped at duality gaps up to 1e-4 here, and objective_ rose."""
+    rng = np.random.default_rng(0)
+    U, V = rng.uniform(-1, 1, (20, 1)), rng.uniform(-1, 1, (20, 1))
+    X = rng.uniform(-1, 1, (100, 20, 20))
+    y = np.where(np.einsum("ipq,pq->i", X, U @ V.T) + 0.1 > 0, 1, -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mvkm.linalg.ConvergenceWarning)   # no solver may give up
+        warnings.filterwarnings("ignore", message="LowRankSMM did not converge")
+        model = LowRankSMM(rank=1, fit_intercept=True, max_iter=15).fit(X, y)
+    obj = model.objective_
+    assert np.all(np.diff(obj) <= 1e-10 * obj[0])
+    Wr, Wc = model.row_projection_, model.col_projection_
+    K = np.einsum("ipq,pr,jrq->ij", X, Wr, X) + np.einsum("iqp,pr,jqr->ij", X, Wc, X)
+    assert obj[-1] == pytest.approx(-clarabel_svm(K, y.astype(float), 1.0, intercept=True), rel=1e-7)
