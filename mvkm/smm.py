@@ -11,7 +11,7 @@ function is
            k_r([X_k]_{p:}, [X]_{q:}) + \sum_{p,q=1}^{d_2} [W_c]_{pq}\,
            k_c([X_k]_{:p}, [X]_{:q}) \Big) + b,
 
-where :math:`W_r` and :math:`W_c` are orthogonal projectors of rank ``rank``
+where :math:`W_r` and :math:`W_c` are orthogonal projectors of rank at most ``rank``
 (the low-rank factorisation :math:`B = CP^\top` of the hinge-loss primal) and
 :math:`\gamma = y \circ \alpha`. Training alternates two convex half-steps:
 
@@ -691,9 +691,11 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
     intercept_ : float
         ``b`` (0 without ``fit_intercept``).
     row_projection_ : ndarray of shape (d1, d1)
-        :math:`W_r = P_r(P_r^\top P_r)^{-1}P_r^\top`.
+        :math:`W_r = P_r(P_r^\top P_r)^{-1}P_r^\top`, of rank ``rank`` or less: a
+        P-step drops a direction the data cannot reach (e.g. an image column
+        that is blank in every training matrix).
     col_projection_ : ndarray of shape (d2, d2)
-        :math:`W_c`.
+        :math:`W_c`, likewise.
     objective_ : ndarray
         The primal objective after every half-step (C, P, C, ..., C),
         non-increasing.
