@@ -41,7 +41,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLES = ("solution", "tests", "hidden-tests")
-_WIDGET = re.compile(r"^\s*(import ipywidgets|from ipywidgets )", re.M)
+_WIDGET = re.compile(r"\bwidgets\.Output\(")
 _SOLUTION_FENCE = re.compile(r"^(`{3,}|:{3,})\{solution\}.*?^\1[ \t]*$\n?", re.M | re.S)
 _EXERCISE_LABEL = re.compile(r"\{exercise\}[^\n]*\n(?:[ \t]*:[^\n]*\n)*?[ \t]*:label:[ \t]*(\S+)")
 
@@ -146,9 +146,10 @@ def master(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
             if _WIDGET.search(cell.source):
-                # An interactive explorer: students keep it, but grading skips it (otter's
-                # tag). Run by otter's grader, an ipywidgets cell that draws into an Output
-                # widget can leave the kernel idle with the next cell's request unanswered.
+                # An interactive explorer drawing into an ipywidgets Output: students keep
+                # it, grading skips it (otter's tag). Run by otter's grader, such a cell
+                # can leave the kernel idle with the next cell's request unanswered. (Its
+                # names must not be needed by later cells; interact-style cells are kept.)
                 cell.metadata["tags"] = list(cell.metadata.get("tags", [])) + ["otter_ignore"]
         if i in in_tests:
             continue  # emitted with their solution cell
