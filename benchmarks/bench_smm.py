@@ -180,9 +180,8 @@ def qp_row(name: str, K: np.ndarray, y: np.ndarray, alpha0: np.ndarray, repeat: 
 def one_alternation(n: int, repeat: int, peers: bool) -> tuple[list[dict], dict]:
     X, y = digits_matrices(n)
     model = LowRankSMM(rank=RANK, row_kernel=mvkm.RBF(SIGMA), col_kernel=mvkm.RBF(SIGMA), C=C)
-    model._kr, model._kc = model.row_kernel, model.col_kernel
     Xr, Xc = X, np.ascontiguousarray(X.transpose(0, 2, 1))
-    sides = (_Side(model._kr, Xr), _Side(model._kc, Xc))
+    sides = (_Side(model.row_kernel, Xr), _Side(model.col_kernel, Xc))
     cached = sides[0].T is not None
     # the state of fit after the SVD start and the first C-step
     beta0, _, _ = model._c_step(sides, np.eye(8), np.eye(8), y, None)

@@ -765,10 +765,10 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         beta, b = _solve_svm(K, y, float(self.C), self.fit_intercept, alpha0)
         return beta, b, svm_objective(K, y, beta, float(self.C), b)
 
-    def _p_step(self, sides_in, Ur, Uc, beta, y):
-        sides = []
+    def _p_step(self, sides, Ur, Uc, beta, y):
+        parts = []
         feats = []
-        for side, U in zip(sides_in, (Ur, Uc)):
+        for side, U in zip(sides, (Ur, Uc)):
             V = side.contract(beta, U)                             # C^T Phi(X_i), (n, r, d)
             CtC = np.einsum("i,ikq,qj->kj", beta, V, U)            # C^T C
             CtC = 0.5 * (CtC + CtC.T)
@@ -777,13 +777,13 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             inv_half = (evecs[:, keep] / np.sqrt(evals[keep])) @ evecs[:, keep].T
             inv = (evecs[:, keep] / evals[keep]) @ evecs[:, keep].T
             feats.append(np.einsum("kj,ijq->ikq", inv_half, V).reshape(len(y), -1))
-            sides.append((V, inv))
+            parts.append((V, inv))
         Z = np.hstack(feats)
         K = Z @ Z.T
         beta_p, b = _solve_svm(K, y, float(self.C), self.fit_intercept, np.abs(beta))
         obj = svm_objective(K, y, beta_p, float(self.C), b)
         new = []
-        for (V, inv), U in zip(sides, (Ur, Uc)):
+        for (V, inv), U in zip(parts, (Ur, Uc)):
             P = np.einsum("i,ikq->qk", beta_p, V) @ inv             # P = (sum_i beta_i V_i)^T (C^T C)^{-1}
             Un = _orthonormal(P)
             new.append(Un if Un.shape[1] else U)
@@ -818,13 +818,13 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         if classes.size != 2:
             raise ValueError(f"y must hold exactly two classes, got {classes.size}: {classes[:5]!r}")
         self._check_params(d1, d2)
-        self._kr = _check_kernel(self.row_kernel, "row_kernel")
-        self._kc = _check_kernel(self.col_kernel, "col_kernel")
+        kr = _check_kernel(self.row_kernel, "row_kernel")
+        kc = _check_kernel(self.col_kernel, "col_kernel")
         ys = np.where(y_arr == classes[1], 1.0, -1.0)
         Xr, Xc = Xa, np.ascontiguousarray(Xa.transpose(0, 2, 1))
         r = int(self.rank)
 
-        sides = (_Side(self._kr, Xr), _Side(self._kc, Xc))
+        sides = (_Side(kr, Xr), _Side(kc, Xc))
         if self.init == "svd":
             beta0, _, _ = self._c_step(sides, np.eye(d1), np.eye(d2), ys, None)
             Ur, Uc = (self._svd_start(side, beta0, r) for side in sides)
