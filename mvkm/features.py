@@ -185,16 +185,26 @@ class Nystrom(TransformerMixin, BaseEstimator):
         ValueError
             If the landmark Gram matrix has no positive eigenvalue (0 features).
         """
-        kernel = self._kernel()
+        self._kernel()
         X = check_array(X, "X")
+        return self._fit_landmarks(X[self._landmark_indices(X.shape[0])].copy())
+
+    def _landmark_indices(self, n_samples: int) -> NDArray[np.int64]:
+        """The sorted rows chosen as landmarks among ``n_samples`` (from ``random_state``)."""
         m = check_count(self.n_landmarks, "n_landmarks")
-        if m > X.shape[0]:
+        if m > n_samples:
             raise ValueError(
-                f"n_landmarks must be at most the number of samples (n_samples = {X.shape[0]}), got {m}"
+                f"n_landmarks must be at most the number of samples (n_samples = {n_samples}), got {m}"
             )
         rng = check_random_state(self.random_state)
-        idx = np.sort(rng.choice(X.shape[0], size=m, replace=False))
-        self.landmarks_ = X[idx].copy()
+        return np.sort(rng.choice(n_samples, size=m, replace=False))
+
+    def _fit_landmarks(self, landmarks: NDArray[np.float64]) -> "Nystrom":
+        """Fit on the given landmark rows (what :meth:`fit` does after choosing them)."""
+        kernel = self._kernel()
+        landmarks = check_array(landmarks, "landmarks")
+        m = landmarks.shape[0]
+        self.landmarks_ = landmarks
         Kmm = kernel(self.landmarks_)
         evals, evecs = np.linalg.eigh(0.5 * (Kmm + Kmm.T))
         top = float(evals.max())
@@ -206,7 +216,7 @@ class Nystrom(TransformerMixin, BaseEstimator):
             )
         keep = evals > top * m * np.finfo(float).eps
         self.normalization_ = evecs[:, keep] / np.sqrt(evals[keep])
-        self.n_features_in_ = X.shape[1]
+        self.n_features_in_ = landmarks.shape[1]
         self.n_features_out_ = int(keep.sum())
         return self
 

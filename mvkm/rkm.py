@@ -35,6 +35,14 @@ from ._validation import (
     check_positive,
 )
 from ._parallel import check_n_jobs, limit_threads
+from .covariance import (
+    check_batch_size,
+    check_device,
+    feature_moments,
+    fit_feature_map,
+    is_dask_array,
+    map_rows,
+)
 from .features import Identity
 from .kernels import Kernel, Linear, _center_test_rows, center_gram, uncenter_kernel_values
 from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
@@ -110,8 +118,16 @@ def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit
     return "Algorithm 1" if primal else "Algorithm 2"
 
 
-def _as_2d(X: ArrayLike, name: str) -> NDArray[np.float64]:
-    """A view as an n x d float array (1-D input is one column)."""
+def _as_2d(X: ArrayLike, name: str) -> Any:
+    """A view as an n x d float array (1-D input is one column).
+
+    A ``dask.array.Array`` stays lazy (its values are checked chunk by chunk
+    when they are read); only its number of dimensions is checked here.
+    """
+    if is_dask_array(X):
+        if X.ndim not in (1, 2):
+            raise ValueError(f"{name} must be a 1-D or 2-D array, got a dask array of shape {X.shape}")
+        return X[:, None] if X.ndim == 1 else X
     check_not_sparse(X, name)
     arr = np.asarray(X)
     if arr.ndim == 1:
@@ -180,8 +196,12 @@ class MultiViewRKM(BaseEstimator):
     stiefel_method : {"cayley-bb", "cayley-adam"}, default="cayley-bb"
         The Stiefel optimiser: Cayley steps with Barzilai-Borwein step sizes,
         or the Cayley-Adam optimiser used by the source.
-    progress : bool, default=False
-        Show a progress bar during Stiefel training.
+    progress : bool or None, default=None
+        Progress bars: ``True`` shows one during Stiefel training and during
+        streamed passes over the data; ``None`` shows the streamed passes' bar
+        only once a pass has lasted 5 seconds (not during Stiefel training);
+        ``False`` never. ``MVKM_PROGRESS=0`` in the environment turns the
+        automatic bar off.
     eig_method : {"auto", "covariance", "qr"}, default="auto"
         How the primal applies :math:`C = \Phi^\top\Phi`. ``"covariance"``
         forms the :math:`D \times D` matrix (eq. (10)) and hands it to the
@@ -196,6 +216,27 @@ class MultiViewRKM(BaseEstimator):
         Threads for the passes over the ``n x n`` kernel matrices during ``fit``
         (``-1``: every usable core). ``None``: the user's BLAS/OpenMP limit
         (``threadpoolctl`` or ``OMP_NUM_THREADS``), at most 8 (README, "Threads").
+    batch_size : int, optional
+        Primal only: stream the views ``batch_size`` rows at a time
+        (:func:`mvkm.covariance.feature_moments`): ``fit`` then forms
+        :math:`C = \Phi_c^\top\Phi_c` from the means and the scatter of the
+        features, chunk by chunk, and never holds the ``n x D`` feature matrix
+        (peak memory :math:`O(D^2 + \text{batch\_size}\cdot D)`); ``transform``
+        and ``predict`` run chunk by chunk too. ``None`` (default): everything
+        in memory, as in the book's chapters, unless ``device``, ``dtype`` or
+        dask views ask for the streamed fit (then chunks of about 64 MiB).
+        Views given as ``dask.array.Array`` are always streamed, block by
+        block, on the active Dask scheduler (a ``dask.distributed`` client if
+        one is connected); ``transform`` and ``predict`` then return dask arrays.
+    device : str or torch.device, optional
+        Primal, streamed: compute the features (identity, random Fourier
+        features) and the covariance with torch on this device (``"cpu"``,
+        ``"cuda"``). ``None``: numpy.
+    dtype : {"float64", "float32"}, default="float64"
+        Primal, streamed: precision of the features and of each chunk's
+        product (chunks are merged in float64). float32 is about twice as
+        fast and gives eigenvalues to a relative :math:`10^{-6}`-:math:`10^{-5}`
+        (module notes of :mod:`mvkm.covariance`).
 
     Attributes
     ----------
@@ -245,8 +286,10 @@ class MultiViewRKM(BaseEstimator):
                  feature_maps: Sequence[Any] | None = None, formulation: str = "dual",
                  solver: str = "eig", rotate: bool = True, rescale: bool = True,
                  random_state: Any = None, *, tol: float = 1e-8, max_iter: int | None = None,
-                 stiefel_method: str = "cayley-bb", progress: bool = False,
-                 eig_method: str = "auto", n_jobs: int | None = None) -> None:
+                 stiefel_method: str = "cayley-bb", progress: bool | None = None,
+                 eig_method: str = "auto", n_jobs: int | None = None,
+                 batch_size: int | None = None, device: Any = None,
+                 dtype: str = "float64") -> None:
         self.n_components = n_components
         self.kernels = kernels
         self.feature_maps = feature_maps
@@ -261,6 +304,9 @@ class MultiViewRKM(BaseEstimator):
         self.progress = progress
         self.eig_method = eig_method
         self.n_jobs = n_jobs
+        self.batch_size = batch_size
+        self.device = device
+        self.dtype = dtype
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
@@ -276,6 +322,17 @@ class MultiViewRKM(BaseEstimator):
         if self.kernels is not None and self.feature_maps is not None:
             raise ValueError("give kernels or feature_maps, not both")
         check_positive(self.tol, "tol")
+        check_batch_size(self.batch_size)
+        if self.dtype not in ("float64", "float32"):
+            raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
+        if self.formulation == "dual" and (self.batch_size is not None or self.device is not None
+                                          or self.dtype != "float64"):
+            raise ValueError(
+                "batch_size, device and dtype stream the primal formulation (the covariance of "
+                f"explicit features); got formulation='dual' with batch_size={self.batch_size!r}, "
+                f"device={self.device!r}, dtype={self.dtype!r}")
+        if self.device is not None:
+            check_device(self.device)
 
     @staticmethod
     def _check_views(views: Any, n_views: int | None = None, *,
@@ -336,6 +393,11 @@ class MultiViewRKM(BaseEstimator):
                 out.append(("kernel", k))
         return out
 
+    def _streamed(self, Xs: Sequence[Any]) -> bool:
+        """Whether the primal is fitted by the streamed reduction (batch_size, device, dtype, dask)."""
+        return (self.batch_size is not None or self.device is not None or self.dtype != "float64"
+                or any(is_dask_array(X) for X in Xs if X is not None))
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "H_"):
             raise NotFittedError("this MultiViewRKM is not fitted yet: call fit(views) first")
@@ -361,8 +423,12 @@ class MultiViewRKM(BaseEstimator):
 
     def _fit(self, views: Sequence[ArrayLike]) -> "MultiViewRKM":
         Xs = self._check_views(views)
-        n = Xs[0].shape[0]  # type: ignore[union-attr]
+        n = int(Xs[0].shape[0])  # type: ignore[union-attr]
         V = len(Xs)
+        streamed = self._streamed(Xs)
+        if streamed and self.formulation == "dual":
+            raise ValueError("views given as dask arrays need formulation='primal' (a streamed "
+                             "covariance of explicit features)")
         if n < 2:
             raise ValueError(f"need at least 2 samples, got {n}")
         specs = self._view_maps(V)
@@ -377,7 +443,9 @@ class MultiViewRKM(BaseEstimator):
         self._Phi_c: list[Any] = [None] * V
         self._kernel_means: list[Any] = [None] * V
         for v, (kind, obj) in enumerate(specs):
-            if kind == "map":
+            if kind == "map" and streamed:
+                self._maps[v] = fit_feature_map(obj, Xs[v])
+            elif kind == "map":
                 Phi = np.asarray(obj.fit(Xs[v]).transform(Xs[v]), dtype=np.float64)
                 mean = Phi.mean(axis=0)
                 self._maps[v] = obj
@@ -386,13 +454,20 @@ class MultiViewRKM(BaseEstimator):
             else:
                 self._kernels[v] = obj
         explicit = all(kind == "map" for kind in self._kinds)
-        if explicit:
+        if streamed:
+            moments = feature_moments(Xs, self._maps, batch_size=self.batch_size, device=self.device,
+                                      dtype=self.dtype, progress=self.progress)
+            self._feature_means = moments.view_means()
+            self.feature_dims_ = list(moments.dims)
+        elif explicit:
             self.feature_dims_ = [P.shape[1] for P in self._Phi_c]
         s_max = n - 1 if self.formulation == "dual" else min(n - 1, sum(self.feature_dims_))
         what = ("n - 1: centred data have rank at most n - 1" if self.formulation == "dual"
                 else "min(n - 1, feature dimension)")
         s = check_n_components(self.n_components, s_max, what=what)
-        if self.formulation == "primal":
+        if streamed:
+            self._fit_primal_streamed(s, moments.scatter, Xs)
+        elif self.formulation == "primal":
             self._fit_primal(s)
         else:
             self._fit_dual(s, n)
@@ -437,7 +512,7 @@ class MultiViewRKM(BaseEstimator):
 
         A_prime, history = maximize_trace(
             B, s, method=self.stiefel_method, n=size, tol=self.tol, max_iter=self.max_iter,
-            random_state=self.random_state, progress=self.progress, return_history=True,
+            random_state=self.random_state, progress=bool(self.progress), return_history=True,
             rotate=False)
         BA = B(A_prime) if callable(B) else B @ A_prime
         Gamma_prime = A_prime.T @ BA
@@ -468,12 +543,31 @@ class MultiViewRKM(BaseEstimator):
             U_tilde, Gamma = flip_signs(Q @ W), np.diag(lam)
         else:
             U_tilde, Gamma = self._solve(Phi.T @ Phi, s)       # eq. (10)
+        self._set_primal(U_tilde, Gamma)
+        self.H_ = np.linalg.solve(Gamma, (Phi @ np.vstack(self.U_)).T).T   # eq. (6), Gamma symmetric
+
+    def _fit_primal_streamed(self, s: int, C: NDArray[np.float64], Xs: Sequence[Any]) -> None:
+        """Algorithm 1 or 3 on the streamed covariance; H by a second pass (eq. (6))."""
+        U_tilde, Gamma = self._solve(C, s)                    # eq. (10), C from the moments
+        self._set_primal(U_tilde, Gamma)
+        W = np.linalg.solve(Gamma, np.vstack(self.U_).T).T     # H = Phi_c U Gamma^{-1} = Phi_c W
+        bounds = np.cumsum([0] + self.feature_dims_)
+
+        def latent(*chunks: Any) -> NDArray[np.float64]:
+            return sum(self._features(v, np.asarray(X)) @ W[bounds[v]:bounds[v + 1]]
+                       for v, X in enumerate(chunks))
+
+        H = map_rows(latent, Xs, batch_size=self.batch_size, n_out=s, progress=self.progress,
+                     desc="latent variables")
+        self.H_ = np.asarray(H.compute() if is_dask_array(H) else H)
+
+    def _set_primal(self, U_tilde: NDArray[np.float64], Gamma: NDArray[np.float64]) -> None:
+        """U = U~ Gamma^{1/2} (step 6 of Algorithm 1) split per view, and U_v^T U_v."""
         U = U_tilde @ psd_sqrt(Gamma) if self.rescale else U_tilde
         self.U_tilde_ = U_tilde
         self.Gamma_ = Gamma
         bounds = np.cumsum([0] + self.feature_dims_)
         self.U_ = [U[bounds[v]:bounds[v + 1]] for v in range(self.n_views_)]
-        self.H_ = np.linalg.solve(Gamma, (Phi @ U).T).T       # eq. (6), Gamma symmetric
         self._UtU = [Uv.T @ Uv for Uv in self.U_]
 
     def _fit_dual(self, s: int, n: int) -> None:
@@ -511,6 +605,23 @@ class MultiViewRKM(BaseEstimator):
     def _features(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:
         return np.asarray(self._maps[v].transform(X), dtype=np.float64) - self._feature_means[v]
 
+    def _training_feature_products(self, v: int, A: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``A @ Phi_v^T`` with the uncentred training features of view v (m x n).
+
+        In memory when the fit kept the features; after a streamed fit they are
+        recomputed from the training view chunk by chunk.
+        """
+        if self._Phi_c[v] is not None:
+            return A @ (self._Phi_c[v] + self._feature_means[v]).T
+        X = self._X_fit[v]
+        n = int(X.shape[0])
+        out = np.empty((A.shape[0], n))
+        step = self.batch_size or max(1, (32 << 20) // (8 * max(1, self.feature_dims_[v])))
+        for i0 in range(0, n, step):
+            sl = slice(i0, min(n, i0 + step))
+            out[:, sl] = A @ np.asarray(self._maps[v].transform(np.asarray(X[sl])), dtype=np.float64).T
+        return out
+
     def _centred_kernel(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:
         """Test kernel rows centred with the *training* means (as center_test_gram)."""
         return _center_test_rows(self._kernels[v](X, self._X_fit[v]), self._kernel_means[v])
@@ -541,6 +652,18 @@ class MultiViewRKM(BaseEstimator):
         -------
         ndarray of shape (m, s)
         """
+        Xs, M = self._transform_inputs(views)
+
+        def latent(*chunks: Any) -> NDArray[np.float64]:
+            rhs = np.sum([self._projections(v, np.asarray(X)) for v, X in enumerate(chunks)
+                          if X is not None], axis=0)
+            return np.linalg.solve(M, np.asarray(rhs).T).T
+
+        return map_rows(latent, Xs, batch_size=self.batch_size, n_out=M.shape[0],
+                        progress=self.progress, desc="transform")
+
+    def _transform_inputs(self, views: Sequence[Any]) -> tuple[list[Any], NDArray[np.float64]]:
+        """Checked views and the matrix M of the latent equation (with a warning if ill-posed)."""
         self._check_fitted()
         Xs = self._check_views(views, self.n_views_, allow_missing=True)
         given = [v for v, X in enumerate(Xs) if X is not None]
@@ -551,7 +674,6 @@ class MultiViewRKM(BaseEstimator):
             if X.shape[1] != self.view_dims_[v]:
                 raise ValueError(f"views[{v}] has {X.shape[1]} columns, "
                                  f"expected {self.view_dims_[v]} as in fit")
-        rhs = np.sum([self._projections(v, X) for v, X in present.items()], axis=0)
         M = self.Gamma_ - sum((self._UtU[v] for v in range(self.n_views_) if Xs[v] is None),
                               np.zeros_like(self.Gamma_))
         cond = np.linalg.cond(M)
@@ -561,8 +683,8 @@ class MultiViewRKM(BaseEstimator):
                 f"the given views {given} cannot determine the {M.shape[0]} latent components: "
                 f"Gamma - sum of U_v^T U_v over the missing views {missing} has condition number "
                 f"{cond:.2g}, so the inferred h is ill-posed; use fewer components or give more views",
-                RuntimeWarning, stacklevel=2)
-        return np.linalg.solve(M, np.asarray(rhs).T).T
+                RuntimeWarning, stacklevel=3)
+        return Xs, M
 
     def predict(self, views: Sequence[ArrayLike | None], target: int) -> NDArray[np.float64]:
         r"""Infer view ``target`` of new points from the other views.
@@ -605,8 +727,18 @@ class MultiViewRKM(BaseEstimator):
         if len(views) != self.n_views_:
             raise ValueError(f"expected {self.n_views_} views (as in fit), got {len(views)}")
         views[t] = None
-        h = self.transform(views)
-        X_t = self._X_fit[t]
+        Xs = self._check_views(views, self.n_views_, allow_missing=True)
+        if not (self.batch_size is not None or any(is_dask_array(X) for X in Xs if X is not None)):
+            return self._predict(views, t)
+        self._transform_inputs(Xs)                      # checked once, not per chunk
+        return map_rows(lambda *chunks: self._predict(list(chunks), t), Xs,
+                        batch_size=self.batch_size, n_out=self.view_dims_[t],
+                        progress=self.progress, desc="predict")
+
+    def _predict(self, views: list[Any], t: int) -> NDArray[np.float64]:
+        """predict on views held in memory (one chunk of a streamed predict)."""
+        h = np.asarray(self.transform(views))
+        X_t = np.asarray(self._X_fit[t])
         if self._kinds[t] == "map":
             if self.formulation == "primal":
                 phi_c = h @ self.U_[t].T                         # eq. (15)
@@ -614,8 +746,7 @@ class MultiViewRKM(BaseEstimator):
                 phi_c = h @ self._PhiT_H[t].T                     # Phi_t^T H h
             if isinstance(self._maps[t], Identity):
                 return phi_c + self._feature_means[t]
-            Phi_train = self._Phi_c[t] + self._feature_means[t]
-            k_hat = (phi_c + self._feature_means[t]) @ Phi_train.T
+            k_hat = self._training_feature_products(t, phi_c + self._feature_means[t])
             return kernel_smoother(k_hat, X_t)
         k_c = h @ self._KH[t].T                                    # eq. (16): K_t H h
         # phi_hat = mean + Phi_c^T alpha with alpha = H h: uncentre exactly

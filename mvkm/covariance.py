@@ -1,0 +1,564 @@
+r"""The one streamed reduction every primal model needs: means and scatter of stacked features.
+
+With explicit feature maps :math:`\phi_v` (identity, random Fourier features,
+Nystrom) every primal model of the book needs only two sums over the points:
+the means :math:`\bar\phi_v` and the scatter (the uncentred-by-:math:`1/n`
+covariance) of the stacked centred features
+:math:`\phi(x_i) = [\phi_1(x_{1,i}); \dots; \phi_V(x_{V,i})] \in \mathbb R^D`,
+
+.. math::
+    S = \sum_{i=1}^n (\phi(x_i) - \bar\phi)(\phi(x_i) - \bar\phi)^\top
+      = \Phi_c^\top \Phi_c ,
+
+whose diagonal blocks :math:`\Phi_{v,c}^\top \Phi_{v,c}` and off-diagonal
+blocks :math:`\Phi_{u,c}^\top \Phi_{v,c}` are the covariance of Part I's
+multi-view RKM (eq. (10) of :cite:`achten2023duality`), Part II's primal
+kernel PCA and Part III's primal kernel PLS. :func:`feature_moments` computes
+them without ever holding the :math:`n \times D` feature matrix: the views
+are read ``batch_size`` rows at a time, the features of one chunk are
+computed, and the chunk's moments are merged into the running ones with the
+pairwise update of Chan, Golub and LeVeque (1979),
+
+.. math::
+    n = n_a + n_b,\quad
+    \bar\phi = \bar\phi_a + \tfrac{n_b}{n}\,\delta,\quad
+    S = S_a + S_b + \tfrac{n_a n_b}{n}\,\delta\delta^\top,\qquad
+    \delta = \bar\phi_b - \bar\phi_a ,
+
+where each chunk's :math:`S_b` is computed from features centred on the
+chunk's own mean, so no large sum of squares is ever cancelled against a
+large squared mean (the textbook :math:`\sum\phi\phi^\top - n\bar\phi\bar\phi^\top`
+loses every digit once the mean dominates the spread). Peak memory is
+:math:`O(D^2 + \text{batch\_size}\cdot D)`.
+
+The same reduction runs
+
+* in numpy (``device=None``): each chunk's :math:`S_b` is one BLAS ``syrk``
+  (half the flops of a general product), accumulated in place;
+* in torch on any device (``device="cpu"``, ``"cuda"``, ...): the chunk is
+  moved to the device and, for :class:`~mvkm.features.Identity` and
+  :class:`~mvkm.features.RandomFourierFeatures`, its features are computed
+  there; other maps run in numpy and their output is moved;
+* on a Dask scheduler, when the views are ``dask.array.Array``: one partial
+  :class:`FeatureMoments` per block of rows, combined pairwise by a tree
+  reduction (the same merge), computed on the active scheduler (a
+  ``dask.distributed`` client if one is connected); only the :math:`D \times D`
+  result comes back.
+
+``dtype="float32"`` computes features and each chunk's product in single
+precision and merges chunks in double precision: about twice as fast on a
+CPU (more on most GPUs); each entry of :math:`S` then carries a relative
+error of order :math:`\sqrt{b}\,\epsilon_{32} \approx 10^{-6}`–:math:`10^{-5}`
+(``b`` the batch size, :math:`\epsilon_{32} = 6\times10^{-8}`), and so do the
+leading eigenvalues. The default is float64.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from numbers import Integral
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.linalg import blas as _blas
+
+from ._validation import check_array
+
+__all__ = ["FeatureMoments", "feature_moments", "fit_feature_map", "is_dask_array", "check_batch_size",
+           "check_device", "iter_row_chunks", "map_rows", "progress_bar"]
+
+Array = NDArray[np.float64]
+
+#: Rows per chunk when a streamed fit is asked for without a batch size:
+#: chunks of about 64 MiB of float64 features.
+_DEFAULT_CHUNK_BYTES = 64 << 20
+
+_DTYPES = ("float64", "float32")
+
+
+def is_dask_array(X: Any) -> bool:
+    """Whether ``X`` is a ``dask.array.Array`` (without importing dask)."""
+    return type(X).__module__.startswith("dask.array") and hasattr(X, "chunks")
+
+
+def check_batch_size(batch_size: Any, name: str = "batch_size") -> int | None:
+    """``None`` or a positive integer; a clear ``ValueError`` otherwise."""
+    if batch_size is None:
+        return None
+    if isinstance(batch_size, bool) or not isinstance(batch_size, Integral) or batch_size < 1:
+        raise ValueError(f"{name} must be None or a positive integer, got {batch_size!r}")
+    return int(batch_size)
+
+
+def _check_dtype(dtype: Any) -> str:
+    name = getattr(dtype, "__name__", None) or str(dtype)
+    name = name.replace("torch.", "").replace("numpy.", "")
+    if name not in _DTYPES:
+        raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+    return name
+
+
+def default_batch_size(n_features: int) -> int:
+    """Rows per chunk so that one chunk of float64 features is about 64 MiB."""
+    return max(256, _DEFAULT_CHUNK_BYTES // (8 * max(int(n_features), 1)))
+
+
+def iter_row_chunks(n: int, batch_size: int) -> Iterator[slice]:
+    """Consecutive row slices of at most ``batch_size`` rows covering ``range(n)``."""
+    for i0 in range(0, n, batch_size):
+        yield slice(i0, min(n, i0 + batch_size))
+
+
+def progress_bar(total: int, desc: str, progress: bool | None, unit: str = "rows") -> Any:
+    """A tqdm bar over ``total`` units, or ``None``.
+
+    ``progress=True`` shows it at once; ``None`` (auto) shows it only once the
+    loop has run for 5 seconds (tqdm's ``delay``), so short fits print
+    nothing; ``False`` never. The environment variable ``MVKM_PROGRESS=0``
+    turns the automatic bar off (the test suite sets it).
+    """
+    if progress is False or (progress is None and os.environ.get("MVKM_PROGRESS", "1") == "0"):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False,
+                delay=0.0 if progress else 5.0)
+
+
+@dataclass
+class FeatureMoments:
+    r"""Count, mean and scatter of stacked feature vectors; mergeable (Chan et al., 1979).
+
+    Attributes
+    ----------
+    n_samples : int
+        Number :math:`n` of points summed.
+    mean : ndarray of shape (D,)
+        :math:`\bar\phi`, the mean of the stacked features.
+    scatter : ndarray of shape (D, D)
+        :math:`S = \Phi_c^\top\Phi_c = \sum_i (\phi_i - \bar\phi)(\phi_i - \bar\phi)^\top`
+        (symmetric; the covariance is :math:`S / n`).
+    dims : list of int
+        Feature dimension :math:`D_v` of each view (they sum to ``D``).
+    max_sq_norm : float
+        :math:`\max_i \|\phi_i\|^2` of the uncentred stacked features (the
+        scale of round-off in rank decisions).
+    """
+
+    n_samples: int
+    mean: Array
+    scatter: Array
+    dims: list[int] = field(default_factory=list)
+    max_sq_norm: float = 0.0
+
+    def merge(self, other: "FeatureMoments") -> "FeatureMoments":
+        """The moments of the union of the two sets of points (a new object)."""
+        if self.n_samples == 0:
+            return other
+        if other.n_samples == 0:
+            return self
+        n = self.n_samples + other.n_samples
+        delta = other.mean - self.mean
+        mean = self.mean + (other.n_samples / n) * delta
+        scatter = self.scatter + other.scatter
+        scatter += (self.n_samples * other.n_samples / n) * np.outer(delta, delta)
+        return FeatureMoments(n, mean, scatter, list(self.dims or other.dims),
+                              max(self.max_sq_norm, other.max_sq_norm))
+
+    def view_means(self) -> list[Array]:
+        """:math:`\\bar\\phi_v` for each view."""
+        b = np.cumsum([0] + list(self.dims))
+        return [self.mean[b[v]:b[v + 1]].copy() for v in range(len(self.dims))]
+
+    def block(self, u: int, v: int) -> Array:
+        r""":math:`\Phi_{u,c}^\top \Phi_{v,c}`, the (u, v) block of the scatter."""
+        b = np.cumsum([0] + list(self.dims))
+        return self.scatter[b[u]:b[u + 1], b[v]:b[v + 1]]
+
+
+# ---------------------------------------------------------------- chunk features
+def _map_name(fm: Any) -> str:
+    return type(fm).__name__
+
+
+def _features_numpy(maps: Sequence[Any], chunks: Sequence[Array], dtype: str) -> Array:
+    """The stacked features of one chunk (b x D), float64 or float32, C order."""
+    from .features import Identity, RandomFourierFeatures
+
+    b = chunks[0].shape[0]
+    parts = []
+    for fm, X in zip(maps, chunks):
+        if isinstance(fm, Identity):
+            parts.append(np.asarray(X, dtype=np.float64))
+        elif isinstance(fm, RandomFourierFeatures) and b * fm.n_features_out_ >= 1 << 16:
+            parts.append(_rff_torch(fm, X, None, dtype).numpy())
+        else:
+            parts.append(np.asarray(fm.transform(X), dtype=np.float64))
+    F = parts[0] if len(parts) == 1 else np.hstack(parts)
+    want = np.float32 if dtype == "float32" else np.float64
+    return np.ascontiguousarray(F, dtype=want)
+
+
+def _rff_torch(fm: Any, X: Array, device: Any, dtype: str) -> Any:
+    """Random Fourier features :math:`\\sqrt{2/D}\\cos(X\\Omega + b)` computed by torch.
+
+    torch's vectorised, multi-threaded cosine is several times faster than
+    numpy's on the CPU (measured 4.4 ns against 19 ns per entry on 2 cores),
+    and it runs on a GPU unchanged. Same formula as
+    :meth:`mvkm.features.RandomFourierFeatures.transform`.
+    """
+    import torch
+
+    tdt = torch.float32 if dtype == "float32" else torch.float64
+    Xt = torch.as_tensor(np.asarray(X), device=device).to(tdt)
+    omega = torch.as_tensor(fm.omega_, device=device).to(tdt)
+    offset = torch.as_tensor(fm.offset_, device=device).to(tdt)
+    Z = torch.addmm(offset, Xt, omega)
+    Z.cos_()
+    Z.mul_(float(np.sqrt(2.0 / fm.n_features_out_)))
+    return Z
+
+
+def _features_torch(maps: Sequence[Any], chunks: Sequence[Array], device: Any, dtype: str) -> Any:
+    """The stacked features of one chunk as a torch tensor on ``device``."""
+    import torch
+
+    from .features import Identity, RandomFourierFeatures
+
+    tdt = torch.float32 if dtype == "float32" else torch.float64
+    parts = []
+    for fm, X in zip(maps, chunks):
+        if isinstance(fm, Identity):
+            parts.append(torch.as_tensor(np.asarray(X), device=device).to(tdt))
+        elif isinstance(fm, RandomFourierFeatures):
+            parts.append(_rff_torch(fm, X, device, dtype))
+        else:
+            parts.append(torch.as_tensor(np.asarray(fm.transform(X), dtype=np.float64),
+                                         device=device).to(tdt))
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+
+
+def _check_chunk(F: Any, i0: int) -> None:
+    total = float(F.sum())
+    if not np.isfinite(total):
+        raise ValueError(
+            f"the features of rows {i0}.. are not finite (NaN or inf): check the views "
+            "and the feature maps")
+
+
+# ---------------------------------------------------------------- accumulators
+class _NumpyAccumulator:
+    """Running moments in numpy: per chunk one ``syrk`` into the upper triangle."""
+
+    def __init__(self, D: int, dtype: str) -> None:
+        self.n = 0
+        self.mean = np.zeros(D)
+        self.S = np.zeros((D, D), order="F")           # upper triangle in use
+        self.maxsq = 0.0
+        self.single = dtype == "float32"
+
+    def add(self, F: NDArray[Any]) -> None:
+        b = F.shape[0]
+        self.maxsq = max(self.maxsq, float(np.max(np.einsum("ij,ij->i", F, F))))
+        mean_b = F.mean(axis=0, dtype=np.float64)
+        F = F - mean_b.astype(F.dtype)                  # a new array: F may be the caller's
+        if self.single:
+            Sb = _blas.ssyrk(1.0, F.T, trans=0, lower=0)   # F^T F in float32
+            self.S += Sb
+        else:
+            # F.T is Fortran-ordered: syrk reads it without a copy and adds F^T F in place
+            self.S = _blas.dsyrk(1.0, F.T, beta=1.0, c=self.S, trans=0, lower=0, overwrite_c=1)
+        self._merge_mean(mean_b, b)
+
+    def _merge_mean(self, mean_b: Array, b: int) -> None:
+        if self.n == 0:
+            self.n, self.mean = b, mean_b
+            return
+        n = self.n + b
+        delta = mean_b - self.mean
+        self.S += (self.n * b / n) * np.outer(delta, delta)
+        self.mean = self.mean + (b / n) * delta
+        self.n = n
+
+    def result(self, dims: list[int]) -> FeatureMoments:
+        S = np.triu(self.S)
+        S = S + np.triu(S, 1).T
+        return FeatureMoments(self.n, self.mean, np.ascontiguousarray(S), dims, self.maxsq)
+
+
+class _TorchAccumulator:
+    """Running moments in torch on one device: per chunk ``S += F^T F`` (addmm)."""
+
+    def __init__(self, D: int, device: Any, dtype: str) -> None:
+        import torch
+
+        self.torch = torch
+        self.device = device
+        self.n = 0
+        self.mean = torch.zeros(D, dtype=torch.float64, device=device)
+        self.S = torch.zeros((D, D), dtype=torch.float64, device=device)
+        self.maxsq = 0.0
+        self.single = dtype == "float32"
+
+    def add(self, F: Any) -> None:
+        torch = self.torch
+        b = F.shape[0]
+        self.maxsq = max(self.maxsq, float((F * F).sum(dim=1).max()))
+        mean_b = F.to(torch.float64).mean(dim=0)
+        F = F - mean_b.to(F.dtype)
+        if self.single:
+            self.S += (F.T @ F).to(torch.float64)
+        else:
+            self.S.addmm_(F.T, F)
+        if self.n == 0:
+            self.n, self.mean = b, mean_b
+            return
+        n = self.n + b
+        delta = mean_b - self.mean
+        self.S.add_(torch.outer(delta, delta), alpha=self.n * b / n)
+        self.mean = self.mean + (b / n) * delta
+        self.n = n
+
+    def result(self, dims: list[int]) -> FeatureMoments:
+        S = self.S.cpu().numpy()
+        S = 0.5 * (S + S.T)
+        return FeatureMoments(self.n, self.mean.cpu().numpy(), S, dims, self.maxsq)
+
+
+# ---------------------------------------------------------------- the reduction
+def _chunk_moments(maps: Sequence[Any], chunks: Sequence[Array], dims: list[int],
+                   dtype: str, device: Any = None) -> FeatureMoments:
+    """The moments of one block of rows (used per Dask block)."""
+    D = int(sum(dims))
+    if device is None:
+        acc: Any = _NumpyAccumulator(D, dtype)
+        F = _features_numpy(maps, chunks, dtype)
+    else:
+        acc = _TorchAccumulator(D, device, dtype)
+        F = _features_torch(maps, chunks, device, dtype)
+    _check_chunk(F, 0)
+    acc.add(F)
+    return acc.result(dims)
+
+
+def _merge_all(*parts: FeatureMoments) -> FeatureMoments:
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.merge(p)
+    return out
+
+
+def _tree_reduce(items: list[Any], combine: Callable[..., Any], split_every: int = 4) -> Any:
+    """Combine delayed partial results ``split_every`` at a time, level by level."""
+    while len(items) > 1:
+        items = [combine(*items[i:i + split_every]) if len(items[i:i + split_every]) > 1
+                 else items[i] for i in range(0, len(items), split_every)]
+    return items[0]
+
+
+def aligned_blocks(views: Sequence[Any]) -> tuple[list[list[Any]], tuple[int, ...]]:
+    """Views as lists of delayed row blocks with the first dask view's row chunks in every
+    view (numpy views are wrapped); also the row count of each block."""
+    import dask.array as da
+
+    first = next(v for v in views if is_dask_array(v))
+    rows = first.chunks[0]
+    arrays = [(v if is_dask_array(v) else da.from_array(np.asarray(v), chunks=(rows, -1)))
+              for v in views]
+    arrays = [(a if a.ndim == 2 else a[:, None]).rechunk((rows, -1)) for a in arrays]
+    return [list(a.to_delayed().ravel()) for a in arrays], tuple(int(r) for r in rows)
+
+
+def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: int | None = None,
+                    device: Any = None, dtype: str = "float64", progress: bool | None = None,
+                    split_every: int = 4) -> FeatureMoments:
+    r"""Means and scatter :math:`\Phi_c^\top\Phi_c` of the stacked features, streamed.
+
+    Parameters
+    ----------
+    views : list of array_like of shape (n, d_v), or of ``dask.array.Array``
+        The views, same ``n``. numpy views are read ``batch_size`` rows at a
+        time; dask views are reduced block by block on the active Dask
+        scheduler (their row chunks are aligned to the first view's).
+    maps : list of fitted feature maps
+        One per view, each with ``transform`` (and ``n_features_out_``, or an
+        output width found from the first chunk).
+    batch_size : int, optional
+        Rows per chunk (numpy views). ``None``: chunks of about 64 MiB of
+        features. Ignored for dask views (their chunks are the blocks).
+    device : str or torch.device, optional
+        ``None``: numpy (BLAS ``syrk``). Otherwise a torch device such as
+        ``"cpu"`` or ``"cuda"``: features (for the identity and random
+        Fourier features) and products are computed there.
+    dtype : {"float64", "float32"}, default="float64"
+        Precision of the features and of each chunk's product; chunks are
+        always merged in float64 (module notes: accuracy of float32).
+    progress : bool or None, default=None
+        A tqdm bar over the rows; ``None`` shows it only if the reduction
+        lasts over 5 seconds (see :func:`progress_bar`).
+    split_every : int, default=4
+        Fan-in of the Dask tree reduction.
+
+    Returns
+    -------
+    FeatureMoments
+        ``n_samples``, ``mean`` (D,), ``scatter`` (D, D), ``dims``, ``max_sq_norm``.
+
+    Raises
+    ------
+    ValueError
+        On views of different lengths, a number of maps other than the number
+        of views, a bad ``batch_size`` or ``dtype``, or non-finite features.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mvkm.features import Identity
+    >>> from mvkm.covariance import feature_moments
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(1000, 3)), rng.normal(size=(1000, 2))
+    >>> m = feature_moments([X, Y], [Identity().fit(X), Identity().fit(Y)], batch_size=128)
+    >>> Phi = np.hstack([X, Y]) - np.hstack([X, Y]).mean(axis=0)
+    >>> bool(np.allclose(m.scatter, Phi.T @ Phi)), m.dims
+    (True, [3, 2])
+    """
+    if len(views) != len(maps):
+        raise ValueError(f"got {len(views)} views but {len(maps)} feature maps")
+    if len(views) == 0:
+        raise ValueError("views is empty: give at least one view")
+    dtype = _check_dtype(dtype)
+    batch_size = check_batch_size(batch_size)
+    sizes = {v: int(X.shape[0]) for v, X in enumerate(views)}
+    if len(set(sizes.values())) > 1:
+        raise ValueError(f"all views must have the same number of samples, got {sizes}")
+    n = sizes[0]
+    if device is not None:
+        device = check_device(device)
+    if any(is_dask_array(X) for X in views):
+        return _dask_moments(views, maps, dtype=dtype, device=device, split_every=split_every)
+    Xs = [check_array(np.asarray(X)[:, None] if np.ndim(X) == 1 else X, f"views[{v}]")
+          for v, X in enumerate(views)]
+    dims = _feature_dims(maps, Xs)
+    D = int(sum(dims))
+    bs = batch_size or default_batch_size(D)
+    acc: Any = _NumpyAccumulator(D, dtype) if device is None else _TorchAccumulator(D, device, dtype)
+    bar = progress_bar(n, "feature moments", progress)
+    try:
+        for sl in iter_row_chunks(n, bs):
+            chunks = [X[sl] for X in Xs]
+            F = (_features_numpy(maps, chunks, dtype) if device is None
+                 else _features_torch(maps, chunks, device, dtype))
+            _check_chunk(F, sl.start)
+            acc.add(F)
+            if bar is not None:
+                bar.update(sl.stop - sl.start)
+    finally:
+        if bar is not None:
+            bar.close()
+    return acc.result(dims)
+
+
+def _feature_dims(maps: Sequence[Any], Xs: Sequence[Any]) -> list[int]:
+    dims = []
+    for fm, X in zip(maps, Xs):
+        D = getattr(fm, "n_features_out_", None)
+        if D is None:
+            D = np.asarray(fm.transform(np.asarray(X[:1]))).shape[1]
+        dims.append(int(D))
+    return dims
+
+
+def _dask_moments(views: Sequence[Any], maps: Sequence[Any], *, dtype: str, device: Any,
+                  split_every: int) -> FeatureMoments:
+    import dask
+
+    blocks, _ = aligned_blocks(views)
+    dims = _feature_dims(maps, [np.asarray(v[:1]) for v in views])
+    part = dask.delayed(_chunk_moments, pure=True)
+    merge = dask.delayed(_merge_all, pure=True)
+    partials = [part(list(maps), list(chunk), dims, dtype, device)
+                for chunk in zip(*blocks)]
+    total = _tree_reduce(partials, merge, split_every=max(2, int(split_every)))
+    (result,) = dask.compute(total)
+    return result
+
+
+def fit_feature_map(fm: Any, X: Any) -> Any:
+    """Fit the feature map ``fm`` on the view ``X`` (numpy or dask); return it.
+
+    numpy views: ``fm.fit(X)``. Dask views are never gathered: the identity map
+    and random Fourier features need only the input dimension (they are fitted
+    on the first rows, which gives the same map), and a Nystrom map draws its
+    landmark indices exactly as :meth:`mvkm.features.Nystrom.fit` does and
+    gathers those rows only. Other transformers would need the whole view.
+    """
+    if not is_dask_array(X):
+        return fm.fit(X)
+    from .features import Identity, Nystrom, RandomFourierFeatures
+
+    if isinstance(fm, (Identity, RandomFourierFeatures)):
+        return fm.fit(np.asarray(X[:1]))
+    if isinstance(fm, Nystrom):
+        idx = fm._landmark_indices(int(X.shape[0]))
+        return fm._fit_landmarks(np.asarray(X[idx]))
+    raise ValueError(
+        f"with dask views the feature maps must be Identity, RandomFourierFeatures or "
+        f"Nystrom (fitted without gathering the view), got {fm!r}")
+
+
+# ---------------------------------------------------------------- devices and row maps
+def check_device(device: Any) -> Any:
+    """A torch device from a string or device; a clear ``ValueError`` if it is unknown or absent."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {device!r}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was asked for, but torch sees no CUDA GPU here")
+    return dev
+
+
+def map_rows(func: Callable[..., Array], views: Sequence[Any], *, batch_size: int | None,
+             n_out: int, progress: bool | None = None, desc: str = "transform") -> Any:
+    """Apply ``func(chunk_0, ..., chunk_V)`` (row-wise, m x n_out out) chunk by chunk.
+
+    numpy views: in chunks of ``batch_size`` rows (all at once when ``None``),
+    the results stacked into one array. Dask views (``None`` entries are
+    passed through as ``None``): a dask array of shape (n, n_out), one block
+    per row block, computed lazily on the active scheduler.
+    """
+    present = [X for X in views if X is not None]
+    if any(is_dask_array(X) for X in present):
+        import dask
+        import dask.array as da
+
+        idx = [v for v, X in enumerate(views) if X is not None]
+        blocks, lengths = aligned_blocks([views[v] for v in idx])
+        out = []
+        call = dask.delayed(_apply_block, pure=True)
+        for j, length in enumerate(lengths):
+            args: list[Any] = [None] * len(views)
+            for k, v in enumerate(idx):
+                args[v] = blocks[k][j]
+            out.append(da.from_delayed(call(func, *args), shape=(length, n_out), dtype=np.float64))
+        return da.concatenate(out, axis=0)
+    n = present[0].shape[0]
+    if batch_size is None or batch_size >= n:
+        return func(*views)
+    res = np.empty((n, n_out))
+    bar = progress_bar(n, desc, progress)
+    for sl in iter_row_chunks(n, batch_size):
+        res[sl] = func(*[None if X is None else X[sl] for X in views])
+        if bar is not None:
+            bar.update(sl.stop - sl.start)
+    if bar is not None:
+        bar.close()
+    return res
+
+
+def _apply_block(func: Callable[..., Array], *chunks: Any) -> Array:
+    return np.asarray(func(*chunks), dtype=np.float64)
