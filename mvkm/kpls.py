@@ -45,6 +45,14 @@ from sklearn.exceptions import NotFittedError
 
 from ._validation import check_array, check_random_state, reset_fitted
 from .features import Identity
+from .covariance import (
+    check_batch_size,
+    check_device,
+    feature_moments,
+    fit_feature_map,
+    is_dask_array,
+    map_rows,
+)
 from .kernels import Kernel, Linear, _center_test_rows, center_gram
 from .linalg import ConvergenceWarning, psd_sqrt, sign_convention
 
@@ -114,6 +122,20 @@ class MultiViewKPLS(BaseEstimator):
     tol : float, default=1e-10
         Lanczos: accept a Ritz pair when the D-norm of its residual is below
         ``tol * lambda_1``.
+    batch_size : int, optional
+        Primal only: stream the views ``batch_size`` rows at a time
+        (:func:`mvkm.covariance.feature_moments`). The primal needs only the
+        feature means and the off-diagonal blocks :math:`\Phi_u^\top\Phi_v` of
+        the scatter, so ``fit`` never holds the ``N x D`` features; the scores
+        of the training rows come from a second pass. Views given as
+        ``dask.array.Array`` are always streamed on the active Dask scheduler,
+        and ``transform`` then returns dask arrays.
+    device : str or torch.device, optional
+        Primal, streamed: features and scatter with torch on this device.
+    dtype : {"float64", "float32"}, default="float64"
+        Primal, streamed: precision of the features and of each chunk's product.
+    progress : bool or None, default=None
+        A tqdm bar over the streamed passes (``None``: once a pass lasts 5 s).
 
     Attributes
     ----------
@@ -146,7 +168,8 @@ class MultiViewKPLS(BaseEstimator):
 
     def __init__(self, n_components: int | float = 10, kernels: Any = None, center: bool = True,
                  formulation: str = "dual", solver: str = "auto", random_state: Any = None,
-                 *, tol: float = 1e-10) -> None:
+                 *, tol: float = 1e-10, batch_size: int | None = None, device: Any = None,
+                 dtype: str = "float64", progress: bool | None = None) -> None:
         self.n_components = n_components
         self.kernels = kernels
         self.center = center
@@ -154,6 +177,10 @@ class MultiViewKPLS(BaseEstimator):
         self.solver = solver
         self.random_state = random_state
         self.tol = tol
+        self.batch_size = batch_size
+        self.device = device
+        self.dtype = dtype
+        self.progress = progress
 
     # -- validation -------------------------------------------------------------------------
     @staticmethod
@@ -166,6 +193,11 @@ class MultiViewKPLS(BaseEstimator):
             raise ValueError(f"views must hold {n_views} views, as in fit, got {len(views)}")
         out = []
         for v, X in enumerate(views):
+            if is_dask_array(X):
+                if X.ndim not in (1, 2):
+                    raise ValueError(f"views[{v}] must be 1-D or 2-D, got a dask array of shape {X.shape}")
+                out.append(X[:, None] if X.ndim == 1 else X)
+                continue
             arr = np.asarray(X) if not hasattr(X, "tocsr") else X
             if getattr(arr, "ndim", 2) == 1:
                 arr = arr[:, None]
@@ -191,6 +223,17 @@ class MultiViewKPLS(BaseEstimator):
             raise ValueError(f"center must be True or False, got {self.center!r}")
         if not (isinstance(self.tol, Real) and 0 < self.tol < 1):
             raise ValueError(f"tol must be a float in (0, 1), got {self.tol!r}")
+        check_batch_size(self.batch_size)
+        if self.dtype not in ("float64", "float32"):
+            raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
+        if self.formulation == "dual" and (self.batch_size is not None or self.device is not None
+                                          or self.dtype != "float64"):
+            raise ValueError(
+                "batch_size, device and dtype stream the primal formulation (the scatter of "
+                f"explicit features); got formulation='dual' with batch_size={self.batch_size!r}, "
+                f"device={self.device!r}, dtype={self.dtype!r}")
+        if self.device is not None:
+            check_device(self.device)
         kernels = self.kernels
         if kernels is None:
             kernels = Linear()
@@ -221,15 +264,22 @@ class MultiViewKPLS(BaseEstimator):
         """Fit the model on ``views`` (a list of V >= 2 arrays of shape (N, d_v)); return ``self``."""
         reset_fitted(self)
         Xs = self._check_views(views)
-        V, N = len(Xs), Xs[0].shape[0]
+        V, N = len(Xs), int(Xs[0].shape[0])
         maps = self._check_params(V)
+        streamed = (self.batch_size is not None or self.device is not None or self.dtype != "float64"
+                    or any(is_dask_array(X) for X in Xs))
+        if streamed and self.formulation == "dual":
+            raise ValueError("views given as dask arrays need formulation='primal' (a streamed "
+                             "scatter of explicit features)")
         if N < 2:
             raise ValueError(f"views must have at least 2 rows, got {N}")
         self.n_views_ = V
         self.n_features_in_ = [X.shape[1] for X in Xs]
         self._X_fit = Xs
         self._maps = maps
-        if self.formulation == "primal":
+        if streamed:
+            lam, alphas, total = self._fit_primal_streamed(Xs, maps)
+        elif self.formulation == "primal":
             lam, alphas, total = self._fit_primal(Xs, maps)
         else:
             lam, alphas, total = self._fit_dual(Xs, maps)
@@ -382,16 +432,54 @@ class MultiViewKPLS(BaseEstimator):
                 block = Phis[u].T @ Phis[v]
                 C[dims[u]:dims[u + 1], dims[v]:dims[v + 1]] = block
                 C[dims[v]:dims[v + 1], dims[u]:dims[u + 1]] = block.T
+        lam, W, total = self._primal_eig(C)
+        es = [Phis[v] @ W[dims[v]:dims[v + 1]] for v in range(V)]     # scores e_v = Phi_v w_v
+        return self._primal_finish(lam, W, np.vstack(es), dims, total)
+
+    def _primal_eig(self, C: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
+        """The top k eigenpairs of C_off (dense) and the sum of its positive eigenvalues."""
         mu, Wfull = np.linalg.eigh(C)
         mu, Wfull = mu[::-1], Wfull[:, ::-1]
         total = float(mu[mu > 0].sum())
         k = self._select(mu, total)
-        lam, W = mu[:k], Wfull[:, :k]
-        es = [Phis[v] @ W[dims[v]:dims[v + 1]] for v in range(V)]     # scores e_v = Phi_v w_v
-        alpha = _offdiag_sum(np.vstack(es), V) / lam                     # alpha_v = sum_{u != v} e_u / lambda
-        signs = sign_convention(np.vstack(es))
+        return mu[:k], Wfull[:, :k], total
+
+    def _primal_finish(self, lam, W, scores, dims, total):
+        """alpha_v = sum_{u != v} e_u / lambda from the stacked scores (V N x k), with signs."""
+        V = len(dims) - 1
+        alpha = _offdiag_sum(scores, V) / lam                            # alpha_v = sum_{u != v} e_u / lambda
+        signs = sign_convention(scores)
         self._W = [W[dims[v]:dims[v + 1]] * signs for v in range(V)]
         return lam, [a * signs for a in np.split(alpha, V)], total
+
+    def _fit_primal_streamed(self, Xs, maps):
+        """The primal from the streamed scatter: C_off = its off-diagonal blocks (uncentred
+        scatter S + N mean mean^T when ``center=False``); the scores by a second pass."""
+        V = len(Xs)
+        fitted = [fit_feature_map(fm, X) for fm, X in zip(maps, Xs)]
+        mom = feature_moments(Xs, fitted, batch_size=self.batch_size, device=self.device,
+                              dtype=self.dtype, progress=self.progress)
+        S = mom.scatter if self.center else mom.scatter + mom.n_samples * np.outer(mom.mean, mom.mean)
+        means = mom.view_means() if self.center else [np.zeros(d) for d in mom.dims]
+        dims = np.cumsum([0] + list(mom.dims))
+        C = S.copy()
+        for v in range(V):
+            C[dims[v]:dims[v + 1], dims[v]:dims[v + 1]] = 0.0
+        lam, W, total = self._primal_eig(C)
+        k = lam.size
+
+        def scores(*chunks):
+            return np.hstack([(np.asarray(fm.transform(np.asarray(X)), dtype=np.float64) - mean)
+                              @ W[dims[v]:dims[v + 1]]
+                              for v, (fm, X, mean) in enumerate(zip(fitted, chunks, means))])
+
+        E = map_rows(scores, Xs, batch_size=self.batch_size, n_out=V * k, progress=self.progress,
+                     desc="scores")
+        E = np.asarray(E.compute() if is_dask_array(E) else E)
+        self._maps = fitted
+        self._feature_means = means
+        stacked = np.vstack([E[:, v * k:(v + 1) * k] for v in range(V)])
+        return self._primal_finish(lam, W, stacked, dims, total)
 
     # -- using the model --------------------------------------------------------------------
     def _check_fitted(self) -> None:
@@ -419,6 +507,16 @@ class MultiViewKPLS(BaseEstimator):
             if X.shape[1] != d:
                 raise ValueError(f"views[{v}] has {X.shape[1]} features, but the model was fitted "
                                  f"with {d}")
+        if self.formulation == "primal" and (self.batch_size is not None
+                                             or any(is_dask_array(X) for X in Xs)):
+            k = self.n_components_
+            stacked = map_rows(lambda *chunks: np.hstack(self._transform(list(chunks))), Xs,
+                               batch_size=self.batch_size, n_out=self.n_views_ * k,
+                               progress=self.progress, desc="transform")
+            return [stacked[:, v * k:(v + 1) * k] for v in range(self.n_views_)]
+        return self._transform(Xs)
+
+    def _transform(self, Xs):
         out = []
         for v, X in enumerate(Xs):
             if self.formulation == "primal":

@@ -82,6 +82,16 @@ from ._validation import (
     reset_fitted,
 )
 from ._parallel import check_n_jobs, limit_threads
+from .covariance import (
+    check_batch_size,
+    check_device,
+    feature_moments,
+    fit_feature_map,
+    is_dask_array,
+    iter_row_chunks,
+    map_rows,
+    progress_bar,
+)
 from .features import Identity
 from .kernels import Linear, Polynomial, _center_test_rows, center_gram, uncenter_kernel_values
 from .linalg import flip_signs, sign_convention, top_eigh
@@ -165,6 +175,27 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         Threads for the passes over the ``N x N`` kernel matrix during ``fit``
         (``-1``: every usable core). ``None``: the user's BLAS/OpenMP limit
         (``threadpoolctl`` or ``OMP_NUM_THREADS``), at most 8 (README, "Threads").
+    batch_size : int, optional
+        Primal only: stream ``X`` ``batch_size`` rows at a time
+        (:func:`mvkm.covariance.feature_moments`): the model needs only the
+        mean and the scatter :math:`\Phi_c^\top\Phi_c` of the features (its
+        eigenvalues are those of :math:`K_c`), so ``fit`` never holds the
+        ``N x d`` feature matrix (peak memory :math:`O(d^2 + \text{batch\_size}\cdot d)`)
+        and ``Phi_fit_`` is not kept: what needs the training features (pre-images,
+        ``output="kernel"``, ``eigenvectors_``) recomputes them chunk by chunk. The
+        eigenvector signs follow :func:`mvkm.flip_signs` on :math:`e_p` for the
+        ``q`` latent directions (found in a second pass) and on :math:`v_p` for
+        the other ``rank_ - q``. ``X`` given as a ``dask.array.Array`` is always
+        streamed on the active Dask scheduler; ``transform`` then returns a dask array.
+    device : str or torch.device, optional
+        Primal, streamed: compute the features and their scatter with torch on
+        this device (``"cpu"``, ``"cuda"``). ``None``: numpy.
+    dtype : {"float64", "float32"}, default="float64"
+        Primal, streamed: precision of the features and of each chunk's product
+        (merged in float64; see :mod:`mvkm.covariance` for the accuracy).
+    progress : bool or None, default=None
+        A tqdm bar over the streamed passes: ``None`` shows it once a pass has
+        lasted 5 seconds, ``True`` at once, ``False`` never.
 
     Attributes
     ----------
@@ -254,13 +285,19 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components: int | None = None, sigma2: float | None = None,
                  kernel: Callable[..., Any] | None = None, feature_map: Any = None,
-                 formulation: str = "dual", n_jobs: int | None = None) -> None:
+                 formulation: str = "dual", n_jobs: int | None = None, *,
+                 batch_size: int | None = None, device: Any = None, dtype: str = "float64",
+                 progress: bool | None = None) -> None:
         self.n_components = n_components
         self.sigma2 = sigma2
         self.kernel = kernel
         self.feature_map = feature_map
         self.formulation = formulation
         self.n_jobs = n_jobs
+        self.batch_size = batch_size
+        self.device = device
+        self.dtype = dtype
+        self.progress = progress
 
     # ------------------------------------------------------------------ fit
     def _check_params(self) -> None:
@@ -289,6 +326,17 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if self.feature_map is not None and not (hasattr(self.feature_map, "fit")
                                                  and hasattr(self.feature_map, "transform")):
             raise TypeError(f"feature_map must have fit and transform, got {self.feature_map!r}")
+        check_batch_size(self.batch_size)
+        if self.dtype not in ("float64", "float32"):
+            raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
+        if self.formulation == "dual" and (self.batch_size is not None or self.device is not None
+                                          or self.dtype != "float64"):
+            raise ValueError(
+                "batch_size, device and dtype stream the primal formulation (the scatter of "
+                f"explicit features); got formulation='dual' with batch_size={self.batch_size!r}, "
+                f"device={self.device!r}, dtype={self.dtype!r}")
+        if self.device is not None:
+            check_device(self.device)
         if (self.formulation == "primal" and self.kernel is not None
                 and not isinstance(self.kernel, Linear)):
             raise ValueError(
@@ -305,7 +353,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self.feature_map_ = None
             return
         fitted = hasattr(fm, "n_features_in_")
-        self.feature_map_ = fm if fitted else clone(fm).fit(X)
+        self.feature_map_ = fm if fitted else fit_feature_map(clone(fm), X)
 
     def fit(self, X: ArrayLike, y: Any = None) -> "KernelPPCA":
         r"""Fit the maximum-likelihood model (Prop. 3 in the primal, Prop. 6 in the dual).
@@ -344,9 +392,21 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         with limit_threads(check_n_jobs(self.n_jobs)):
             return self._fit(X)
 
+    def _streamed(self, X: Any) -> bool:
+        return (self.batch_size is not None or self.device is not None or self.dtype != "float64"
+                or is_dask_array(X))
+
     def _fit(self, X: ArrayLike) -> "KernelPPCA":
-        X = check_array(X, "X")
-        N = X.shape[0]
+        streamed = self._streamed(X)
+        if is_dask_array(X):
+            if self.formulation != "primal":
+                raise ValueError("X given as a dask array needs formulation='primal' (a streamed "
+                                 "scatter of explicit features)")
+            if X.ndim != 2:
+                raise ValueError(f"X must be a 2-D array, got a dask array of shape {X.shape}")
+        else:
+            X = check_array(X, "X")
+        N = int(X.shape[0])
         if N < 2:
             raise ValueError(f"KernelPPCA needs at least 2 samples, got n_samples = {N}")
         self._fit_feature_map(X)
@@ -355,7 +415,9 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         self.n_samples_ = N
         self._spectrum_cache: tuple[Array, Array] | None = None
         self._K_cache: Array | None = None
-        if self.formulation == "primal":
+        if streamed:
+            self._fit_primal_streamed(X)
+        elif self.formulation == "primal":
             assert self.feature_map_ is not None
             Phi = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
             self.mean_ = Phi.mean(axis=0)
@@ -401,6 +463,80 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         self.explained_variance_ratio_ = lam_q / self._trace
         self._set_noise(self._sigma2_init)
         return self
+
+    def _fit_primal_streamed(self, X: Any) -> None:
+        r"""Prop. 3 from the streamed mean and scatter :math:`S = \Phi_c^\top\Phi_c`.
+
+        The non-zero eigenvalues of :math:`S` are those of :math:`K_c`; the rank
+        cut-off is the in-memory one (scale :math:`\max(\lambda_1, \max_i\|\phi_i\|^2)`).
+        A second pass gives the row means :math:`m_i = \phi_i^\top\mu`, the latent
+        eigenvectors :math:`e_p = \Phi_c v_p / \sqrt{\lambda_p}` (``p <= q``) and
+        their signs.
+        """
+        fm = self.feature_map_
+        mom = feature_moments([X], [fm], batch_size=self.batch_size, device=self.device,
+                              dtype=self.dtype, progress=self.progress)
+        N, D = mom.n_samples, mom.dims[0]
+        evals, evecs = scipy.linalg.eigh(mom.scatter)
+        lam_all, V = evals[::-1], evecs[:, ::-1]
+        scale = max(float(lam_all[0]), mom.max_sq_norm)
+        r = int(np.sum(lam_all > max(max(N, D) * np.finfo(float).eps * scale,
+                                     RANK_RTOL * float(lam_all[0]))))
+        self.mean_ = mom.mean
+        self.rank_ = r
+        lam = np.ascontiguousarray(lam_all[:r])
+        V = V[:, :r] * sign_convention(V[:, :r])
+        self._trace = float(lam.sum())
+        self._diag_scale = float(np.trace(mom.scatter)) / N + float(mom.mean @ mom.mean)
+        if r < 2:
+            self._spectrum_cache = (lam, np.zeros((N, r)))
+            self._fit_top(None)                          # raises: the model needs rank >= 2
+        q, sigma2 = self._choose_q_sigma2(lam, float(lam.sum()))
+        # second pass: m_i = phi_i^T mu and E_q = Phi_c V_q Lambda_q^{-1/2}, with its signs
+        Vq = V[:, :q] / np.sqrt(lam[:q])
+        fmap, mean = self.feature_map_, self.mean_
+
+        def row_stats(Xc: Any) -> Array:
+            F = check_array(fmap.transform(np.asarray(Xc)), "feature_map.transform(X)")
+            return np.column_stack([F @ mean, (F - mean) @ Vq])
+
+        out = map_rows(row_stats, [X], batch_size=self.batch_size, n_out=q + 1,
+                       progress=self.progress, desc="latent eigenvectors")
+        out = np.asarray(out.compute() if is_dask_array(out) else out)
+        E_q = out[:, 1:]
+        signs = sign_convention(E_q)
+        V[:, :q] *= signs
+        self.components_ = np.ascontiguousarray(V.T)
+        self._row_means = np.ascontiguousarray(out[:, 0])
+        self._train_means = self._row_means
+        self._spectrum_cache = None                      # E_r computed on first use (N x r)
+        self._streamed_spectrum = lam
+        self._lam_q, self._E_q = lam[:q].copy(), np.ascontiguousarray(E_q * signs)
+        self._tail = float(lam[q:].sum())
+        self.n_components_ = q
+        self._sigma2_init = sigma2
+
+    def _training_features(self) -> Any:
+        """Row chunks of the training features (primal), from Phi_fit_ or recomputed."""
+        if hasattr(self, "Phi_fit_"):
+            yield slice(0, self.n_samples_), self.Phi_fit_
+            return
+        step = self.batch_size or max(1, (32 << 20) // (8 * max(1, self.components_.shape[1])))
+        bar = progress_bar(self.n_samples_, "training features", self.progress)
+        for sl in iter_row_chunks(self.n_samples_, step):
+            yield sl, check_array(self.feature_map_.transform(np.asarray(self.X_fit_[sl])),
+                                  "feature_map.transform(X)")
+            if bar is not None:
+                bar.update(sl.stop - sl.start)
+        if bar is not None:
+            bar.close()
+
+    def _training_feature_products(self, A: Array, *, centred: bool = False) -> Array:
+        """``A @ Phi^T`` (or ``A @ Phi_c^T``) with the training features, m x N."""
+        out = np.empty((A.shape[0], self.n_samples_))
+        for sl, F in self._training_features():
+            out[:, sl] = A @ (F - self.mean_ if centred else F).T
+        return out
 
     # ------------------------------------------------------- the spectrum
     def _fit_dense_spectrum(self, K_c: Array, scale_diag: float) -> None:
@@ -532,6 +668,13 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     def _spectrum(self) -> tuple[Array, Array]:
         """All ``rank_`` eigenpairs of K_c: kept from fit, or computed once on first use (O(N^3))."""
         check_is_fitted(self, "sigma2_")
+        if self._spectrum_cache is None and self.formulation == "primal":
+            lam = self._streamed_spectrum                # streamed fit: E_r = Phi_c V_r Lambda^{-1/2}
+            Vs = self.components_.T / np.sqrt(lam)
+            E = np.empty((self.n_samples_, lam.size))
+            for sl, F in self._training_features():
+                E[sl] = (F - self.mean_) @ Vs
+            self._spectrum_cache = (lam, E)
         if self._spectrum_cache is None:
             K_c = center_gram(self.K_fit_, copy=False)
             evals, evecs = scipy.linalg.eigh(K_c)
@@ -680,7 +823,19 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         Returns
         -------
         H : ndarray of shape (m, n_components_)
+            A dask array for a dask ``X`` (computed block by block); with
+            ``batch_size`` the rows are processed in chunks.
         """
+        if is_dask_array(X) or (self.batch_size is not None and self.formulation == "primal"):
+            check_is_fitted(self, "sigma2_")
+            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X must have shape (m, {self.n_features_in_}), got {X.shape}")
+            return map_rows(lambda Xc: self._transform(np.asarray(Xc)), [X],
+                            batch_size=self.batch_size, n_out=self.n_components_,
+                            progress=self.progress, desc="transform")
+        return self._transform(X)
+
+    def _transform(self, X: ArrayLike) -> Array:
         Z = self._centred(self._check_X(X))
         return np.linalg.solve(self._M, (Z @ self._loadings()).T).T
 
@@ -947,10 +1102,10 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if output == "feature":
             return phi
         if output == "kernel":
-            return (phi - self.mean_) @ (self.Phi_fit_ - self.mean_).T
+            return self._training_feature_products(phi - self.mean_, centred=True)
         if self._exact_preimage():
             return phi
-        return self._smooth(phi @ self.Phi_fit_.T, preimage, tau)
+        return self._smooth(self._training_feature_products(phi), preimage, tau)
 
     def _from_coefficients(self, a: Array, output: str, preimage: str, tau: float | None,
                            kc: Array | None = None) -> Array:
