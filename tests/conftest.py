@@ -12,6 +12,8 @@ import os
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # inherited by notebook kernels
+# no automatic progress bars of streamed fits in the tests (mvkm.covariance.progress_bar)
+os.environ.setdefault("MVKM_PROGRESS", "0")
 
 try:  # this process may have loaded numpy before the variables were set
     from threadpoolctl import threadpool_limits
