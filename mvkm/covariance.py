@@ -66,7 +66,7 @@ from scipy.linalg import blas as _blas
 
 from ._validation import check_array
 
-__all__ = ["FeatureMoments", "feature_moments", "fit_feature_map", "is_dask_array", "check_batch_size",
+__all__ = ["FeatureMoments", "chunk_features", "feature_moments", "fit_feature_map", "is_dask_array", "check_batch_size",
            "check_device", "iter_row_chunks", "map_rows", "progress_bar"]
 
 Array = NDArray[np.float64]
@@ -183,22 +183,32 @@ def _map_name(fm: Any) -> str:
     return type(fm).__name__
 
 
-def _features_numpy(maps: Sequence[Any], chunks: Sequence[Array], dtype: str) -> Array:
-    """The stacked features of one chunk (b x D), float64 or float32, C order."""
-    from .features import Identity, RandomFourierFeatures
+def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "float64") -> NDArray[Any]:
+    """The stacked features ``[phi_1(X_1) | ... | phi_V(X_V)]`` of one chunk of rows.
 
-    b = chunks[0].shape[0]
-    parts = []
+    A new C-ordered ``b x D`` array (float64, or float32 with ``dtype="float32"``),
+    written view by view into one buffer. Random Fourier features are computed
+    by torch (:func:`_rff_torch`, several times faster than numpy's cosine on
+    the CPU; equal to :meth:`~mvkm.features.RandomFourierFeatures.transform`
+    up to round-off); other maps by their ``transform``.
+    """
+    from .features import RandomFourierFeatures
+
+    b = int(chunks[0].shape[0])
+    want = np.float32 if dtype == "float32" else np.float64
+    parts: list[Any] = []
     for fm, X in zip(maps, chunks):
-        if isinstance(fm, Identity):
-            parts.append(np.asarray(X, dtype=np.float64))
-        elif isinstance(fm, RandomFourierFeatures) and b * fm.n_features_out_ >= 1 << 16:
+        X = np.asarray(X)
+        if isinstance(fm, RandomFourierFeatures) and b * fm.n_features_out_ >= 1 << 16:
             parts.append(_rff_torch(fm, X, None, dtype).numpy())
         else:
-            parts.append(np.asarray(fm.transform(X), dtype=np.float64))
-    F = parts[0] if len(parts) == 1 else np.hstack(parts)
-    want = np.float32 if dtype == "float32" else np.float64
-    return np.ascontiguousarray(F, dtype=want)
+            parts.append(np.asarray(fm.transform(X)))
+    F = np.empty((b, sum(p.shape[1] for p in parts)), dtype=want)
+    a = 0
+    for p in parts:
+        F[:, a:a + p.shape[1]] = p
+        a += p.shape[1]
+    return F
 
 
 def _rff_torch(fm: Any, X: Array, device: Any, dtype: str) -> Any:
@@ -263,7 +273,7 @@ class _NumpyAccumulator:
         b = F.shape[0]
         self.maxsq = max(self.maxsq, float(np.max(np.einsum("ij,ij->i", F, F))))
         mean_b = F.mean(axis=0, dtype=np.float64)
-        F = F - mean_b.astype(F.dtype)                  # a new array: F may be the caller's
+        F -= mean_b.astype(F.dtype)                     # F is chunk_features' own buffer
         if self.single:
             Sb = _blas.ssyrk(1.0, F.T, trans=0, lower=0)   # F^T F in float32
             self.S += Sb
@@ -334,7 +344,7 @@ def _chunk_moments(maps: Sequence[Any], chunks: Sequence[Array], dims: list[int]
     D = int(sum(dims))
     if device is None:
         acc: Any = _NumpyAccumulator(D, dtype)
-        F = _features_numpy(maps, chunks, dtype)
+        F = chunk_features(maps, chunks, dtype)
     else:
         acc = _TorchAccumulator(D, device, dtype)
         F = _features_torch(maps, chunks, device, dtype)
@@ -448,7 +458,7 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     try:
         for sl in iter_row_chunks(n, bs):
             chunks = [X[sl] for X in Xs]
-            F = (_features_numpy(maps, chunks, dtype) if device is None
+            F = (chunk_features(maps, chunks, dtype) if device is None
                  else _features_torch(maps, chunks, device, dtype))
             _check_chunk(F, sl.start)
             acc.add(F)

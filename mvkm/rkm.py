@@ -38,6 +38,7 @@ from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_batch_size,
     check_device,
+    chunk_features,
     feature_moments,
     fit_feature_map,
     is_dask_array,
@@ -551,11 +552,10 @@ class MultiViewRKM(BaseEstimator):
         U_tilde, Gamma = self._solve(C, s)                    # eq. (10), C from the moments
         self._set_primal(U_tilde, Gamma)
         W = np.linalg.solve(Gamma, np.vstack(self.U_).T).T     # H = Phi_c U Gamma^{-1} = Phi_c W
-        bounds = np.cumsum([0] + self.feature_dims_)
+        offset = np.concatenate(self._feature_means) @ W        # the features' mean, projected
 
         def latent(*chunks: Any) -> NDArray[np.float64]:
-            return sum(self._features(v, np.asarray(X)) @ W[bounds[v]:bounds[v + 1]]
-                       for v, X in enumerate(chunks))
+            return chunk_features(self._maps, chunks) @ W - offset
 
         H = map_rows(latent, Xs, batch_size=self.batch_size, n_out=s, progress=self.progress,
                      desc="latent variables")

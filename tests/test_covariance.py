@@ -246,7 +246,7 @@ def test_clear_errors():
         MultiViewRKM(2).fit([da.from_array(X), da.from_array(Y)])
     bad = X.copy()
     bad[150, 1] = np.nan
-    with pytest.raises(ValueError, match="not finite"):
+    with pytest.raises(ValueError, match="NaN"):
         MultiViewRKM(2, formulation="primal").fit([da.from_array(bad, chunks=50), Y])
     with pytest.raises(ValueError, match="same number of samples"):
         feature_moments([X, Y[:100]], [Identity().fit(X), Identity().fit(Y)])
