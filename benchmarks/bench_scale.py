@@ -133,21 +133,24 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="n up to 10^5")
     parser.add_argument("--device", default=None, help="also run the torch path on this device (cuda)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--sizes", type=int, nargs="+", default=None, help="n of the numpy runs")
+    parser.add_argument("--modes", default="float32,dask",
+                        help="runs at the largest n besides numpy: float32, dask (comma-separated)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
         print(json.dumps(child(json.loads(args.child))))
         return
-    big = 100_000 if args.quick else 1_000_000
-    sizes = [10_000, 100_000] + ([] if args.quick else [1_000_000])
+    sizes = args.sizes or ([10_000, 100_000] + ([] if args.quick else [1_000_000]))
+    big = sizes[-1]
+    modes = [m for m in args.modes.split(",") if m]
     print(f"# bench_scale: {platform.machine()}, {os.cpu_count()} cores, {args.threads} threads, "
           f"load {os.getloadavg()[0]:.1f}; D = {D_RFF} RFF + 1 linear, s = {S}, batch {BATCH}\n")
     rows = []
     for n in sizes:
         rows.append(run({"n": n, "mode": "numpy"}, args.threads))
     ref = rows[-1]
-    extra = [run({"n": big, "mode": "float32"}, args.threads),
-             run({"n": big, "mode": "dask"}, args.threads)]
+    extra = [run({"n": big, "mode": mode}, args.threads) for mode in modes]
     if args.device:
         extra.append(run({"n": big, "mode": "cuda"}, args.threads))
         extra.append(run({"n": big, "mode": "cuda32"}, args.threads))
@@ -169,9 +172,10 @@ def main() -> None:
     if len(sizes) == 3:
         print(f"- time ratio for 100x the data (n = {sizes[0]:,} -> {sizes[2]:,}): "
               f"{t[sizes[2]] / t[sizes[0]]:.1f}x")
-    dask_row = next(r for r in extra if r["mode"] == "dask")
-    print(f"- Dask LocalCluster(2 workers) / numpy streamed wall time at n = {big:,}: "
-          f"{dask_row['fit_s'] / ref['fit_s']:.2f}x")
+    dask_row = next((r for r in extra if r["mode"] == "dask"), None)
+    if dask_row is not None:
+        print(f"- Dask LocalCluster(2 workers) / numpy streamed wall time at n = {big:,}: "
+              f"{dask_row['fit_s'] / ref['fit_s']:.2f}x")
     try:
         import matplotlib
 
