@@ -196,6 +196,14 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     progress : bool or None, default=None
         A tqdm bar over the streamed passes: ``None`` shows it once a pass has
         lasted 5 seconds, ``True`` at once, ``False`` never.
+    kernel_storage : {"auto", "dense", "none"}, default="auto"
+        Dual with a ``kernel`` and ``N > DENSE_MAX_N``: ``"none"`` never stores
+        the ``N x N`` kernel matrix; its top ``q`` eigenpairs come from
+        :func:`mvkm.matfree.matfree_top_eigh` (tiles recomputed per product,
+        memory :math:`O(N(d + q))`, on ``device`` if given), the trace and the
+        row means from one pass. ``"auto"``: ``"none"`` when the matrix would
+        exceed 4 GiB (``N`` above about 23,000) or a ``device`` is given.
+        ``K_fit_``, ``eigenvalues_``, ``B_`` and :meth:`sample` still form it on use.
 
     Attributes
     ----------
@@ -287,7 +295,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
                  kernel: Callable[..., Any] | None = None, feature_map: Any = None,
                  formulation: str = "dual", n_jobs: int | None = None, *,
                  batch_size: int | None = None, device: Any = None, dtype: str = "float64",
-                 progress: bool | None = None) -> None:
+                 progress: bool | None = None, kernel_storage: str = "auto") -> None:
         self.n_components = n_components
         self.sigma2 = sigma2
         self.kernel = kernel
@@ -298,6 +306,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         self.device = device
         self.dtype = dtype
         self.progress = progress
+        self.kernel_storage = kernel_storage
 
     # ------------------------------------------------------------------ fit
     def _check_params(self) -> None:
@@ -329,12 +338,14 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         check_batch_size(self.batch_size)
         if self.dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
-        if self.formulation == "dual" and (self.batch_size is not None or self.device is not None
-                                          or self.dtype != "float64"):
+        if self.formulation == "dual" and (self.batch_size is not None or self.dtype != "float64"):
             raise ValueError(
-                "batch_size, device and dtype stream the primal formulation (the scatter of "
+                "batch_size and dtype stream the primal formulation (the scatter of "
                 f"explicit features); got formulation='dual' with batch_size={self.batch_size!r}, "
-                f"device={self.device!r}, dtype={self.dtype!r}")
+                f"dtype={self.dtype!r} (the dual's kernel matrix can be left unstored with "
+                "kernel_storage='none')")
+        if self.kernel_storage not in ("auto", "dense", "none"):
+            raise ValueError(f"kernel_storage must be 'auto', 'dense' or 'none', got {self.kernel_storage!r}")
         if self.device is not None:
             check_device(self.device)
         if (self.formulation == "primal" and self.kernel is not None
@@ -393,8 +404,25 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             return self._fit(X)
 
     def _streamed(self, X: Any) -> bool:
+        if self.formulation == "dual" and not is_dask_array(X):
+            return False
         return (self.batch_size is not None or self.device is not None or self.dtype != "float64"
                 or is_dask_array(X))
+
+    def _matrix_free(self, N: int) -> bool:
+        """Whether the dual leaves K unstored: a kernel (not a feature map), N > DENSE_MAX_N."""
+        if self.feature_map_ is not None or N <= DENSE_MAX_N or self.kernel_storage == "dense":
+            return False
+        from .matfree import _check_kernel
+
+        try:
+            _check_kernel(Linear() if self.kernel is None else self.kernel)
+        except TypeError:
+            if self.kernel_storage == "none":
+                raise
+            return False
+        return (self.kernel_storage == "none" or self.device is not None
+                or 8.0 * N * N > 4 * 2**30)
 
     def _fit(self, X: ArrayLike) -> "KernelPPCA":
         streamed = self._streamed(X)
@@ -440,6 +468,17 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self.rank_ = r
             self._trace = float(lam[:r].sum())
             self._fit_top(None)
+        elif self._matrix_free(N):
+            from .matfree import KernelOperator
+
+            op = KernelOperator(X, Linear() if self.kernel is None else self.kernel, center=True,
+                                device=self.device, progress=bool(self.progress))
+            self._diag_scale = float(np.mean(op.diag()))
+            self._row_means = op.row_means_
+            self._train_means = op.row_means_
+            self.rank_ = self._generic_rank(X)
+            self._trace = float(op.trace())
+            self._fit_top(op)
         else:
             K = check_symmetric(self._gram(X, None), "K")
             self._diag_scale = float(np.mean(np.diagonal(K)))
@@ -615,7 +654,13 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             else:
                 k = min(16, r - 1)
             while True:
-                lam, E = top_eigh(K_c, k, check_symmetric=False)
+                if isinstance(K_c, np.ndarray):
+                    lam, E = top_eigh(K_c, k, check_symmetric=False)
+                else:                                   # a KernelOperator: K_c never stored
+                    from .matfree import matfree_top_eigh
+
+                    lam, E = matfree_top_eigh(K_c.X, K_c.kernel, k, device=K_c.device,
+                                              progress=bool(self.progress))
                 if lam[0] <= 0 or (lam[-1] < -PSD_RTOL * lam[0]):
                     raise ValueError("the centred kernel matrix is not positive semi-definite "
                                      f"(top eigenvalues {lam[:3]}); use a positive semi-definite kernel")

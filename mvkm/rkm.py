@@ -54,6 +54,8 @@ __all__ = ["MultiViewRKM", "choose_algorithm"]
 _FORMULATIONS = ("primal", "dual")
 _SOLVERS = ("eig", "stiefel")
 _STIEFEL_METHODS = ("cayley-bb", "cayley-adam")
+#: kernel_storage="auto" leaves the dual's kernel matrices unstored above this size (4 GiB)
+_DENSE_KERNEL_BYTES = 4 * 2**30
 
 
 def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit: bool = True,
@@ -238,6 +240,15 @@ class MultiViewRKM(BaseEstimator):
         product (chunks are merged in float64). float32 is about twice as
         fast and gives eigenvalues to a relative :math:`10^{-6}`-:math:`10^{-5}`
         (module notes of :mod:`mvkm.covariance`).
+    kernel_storage : {"auto", "dense", "none"}, default="auto"
+        Dual only. ``"dense"`` forms the ``n x n`` kernel matrices;
+        ``"none"`` never stores them: the summed centred kernel is applied
+        tile by tile (:class:`mvkm.matfree.KernelOperator`, memory
+        :math:`O(n(d + s))`, on ``device`` if given) inside a block subspace
+        iteration (:func:`mvkm.matfree.matfree_top_eigh` for one kernel view,
+        with a Nystrom warm start). ``"auto"``: ``"none"`` when one ``n x n``
+        float64 matrix would exceed 4 GiB (``n`` above about 23,000) or a
+        ``device`` is given, else ``"dense"``. Only ``solver="eig"``.
 
     Attributes
     ----------
@@ -290,7 +301,7 @@ class MultiViewRKM(BaseEstimator):
                  stiefel_method: str = "cayley-bb", progress: bool | None = None,
                  eig_method: str = "auto", n_jobs: int | None = None,
                  batch_size: int | None = None, device: Any = None,
-                 dtype: str = "float64") -> None:
+                 dtype: str = "float64", kernel_storage: str = "auto") -> None:
         self.n_components = n_components
         self.kernels = kernels
         self.feature_maps = feature_maps
@@ -308,6 +319,7 @@ class MultiViewRKM(BaseEstimator):
         self.batch_size = batch_size
         self.device = device
         self.dtype = dtype
+        self.kernel_storage = kernel_storage
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
@@ -326,12 +338,16 @@ class MultiViewRKM(BaseEstimator):
         check_batch_size(self.batch_size)
         if self.dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
-        if self.formulation == "dual" and (self.batch_size is not None or self.device is not None
-                                          or self.dtype != "float64"):
+        if self.formulation == "dual" and (self.batch_size is not None or self.dtype != "float64"):
             raise ValueError(
-                "batch_size, device and dtype stream the primal formulation (the covariance of "
+                "batch_size and dtype stream the primal formulation (the covariance of "
                 f"explicit features); got formulation='dual' with batch_size={self.batch_size!r}, "
-                f"device={self.device!r}, dtype={self.dtype!r}")
+                f"dtype={self.dtype!r} (the dual's kernel matrices can be left unstored with "
+                "kernel_storage='none')")
+        if self.kernel_storage not in ("auto", "dense", "none"):
+            raise ValueError(f"kernel_storage must be 'auto', 'dense' or 'none', got {self.kernel_storage!r}")
+        if self.formulation == "dual" and self.kernel_storage == "none" and self.solver != "eig":
+            raise ValueError("kernel_storage='none' needs solver='eig' (a block subspace iteration)")
         if self.device is not None:
             check_device(self.device)
 
@@ -396,8 +412,16 @@ class MultiViewRKM(BaseEstimator):
 
     def _streamed(self, Xs: Sequence[Any]) -> bool:
         """Whether the primal is fitted by the streamed reduction (batch_size, device, dtype, dask)."""
+        if self.formulation == "dual" and not any(is_dask_array(X) for X in Xs if X is not None):
+            return False
         return (self.batch_size is not None or self.device is not None or self.dtype != "float64"
                 or any(is_dask_array(X) for X in Xs if X is not None))
+
+    def _matrix_free(self, n: int) -> bool:
+        """Whether the dual leaves its kernel matrices unstored (kernel_storage)."""
+        if self.kernel_storage != "auto":
+            return self.kernel_storage == "none"
+        return self.solver == "eig" and (self.device is not None or 8.0 * n * n > _DENSE_KERNEL_BYTES)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "H_"):
@@ -571,6 +595,8 @@ class MultiViewRKM(BaseEstimator):
         self._UtU = [Uv.T @ Uv for Uv in self.U_]
 
     def _fit_dual(self, s: int, n: int) -> None:
+        if self._matrix_free(n):
+            return self._fit_dual_matrix_free(s, n)
         K = np.zeros((n, n))
         grams = []
         for v in range(self.n_views_):
@@ -591,6 +617,39 @@ class MultiViewRKM(BaseEstimator):
         # explicit ones: every prediction needs them
         self._KH = [KvH if self._kinds[v] == "kernel" else None for v, KvH in enumerate(KH)]
         self._PhiT_H: list[Any] = [P.T @ H if P is not None else None for P in self._Phi_c]
+
+    def _fit_dual_matrix_free(self, s: int, n: int) -> None:
+        """Algorithm 2 with K = sum_v K_v,c applied tile by tile, never stored."""
+        from scipy.sparse.linalg import LinearOperator
+
+        from .matfree import KernelOperator, matfree_top_eigh
+
+        seed = 0 if self.random_state is None else self.random_state
+        ops: list[Any] = []
+        for v in range(self.n_views_):
+            if self._kinds[v] == "map":
+                P = self._Phi_c[v]
+                ops.append(LinearOperator((n, n), dtype=np.float64, matmat=lambda Z, P=P: P @ (P.T @ Z),
+                                          matvec=lambda z, P=P: P @ (P.T @ z)))
+            else:
+                op = KernelOperator(self._X_fit[v], self._kernels[v], center=True, device=self.device,
+                                    progress=bool(self.progress))
+                self._kernel_means[v] = op.row_means_
+                ops.append(op)
+        if self.n_views_ == 1 and self._kinds[0] == "kernel":
+            lam, H = matfree_top_eigh(self._X_fit[0], self._kernels[0], s, device=self.device,
+                                      random_state=seed, progress=bool(self.progress))
+        else:
+            total = LinearOperator((n, n), dtype=np.float64,
+                                   matmat=lambda Z: sum(op.matmat(Z) for op in ops),
+                                   matvec=lambda z: sum(op.matvec(z) for op in ops))
+            lam, H = top_eigh(total, s, method="subspace", random_state=seed)
+        self.H_ = H
+        self.Gamma_ = np.diag(lam)
+        KH = [np.asarray(op.matmat(H)) for op in ops]
+        self._UtU = [H.T @ KvH for KvH in KH]
+        self._KH = [KvH if self._kinds[v] == "kernel" else None for v, KvH in enumerate(KH)]
+        self._PhiT_H = [P.T @ H if P is not None else None for P in self._Phi_c]
 
     # --------------------------------------------------------------- inference
     def _projections(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:

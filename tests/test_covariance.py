@@ -283,3 +283,37 @@ def test_local_cluster_of_two_processes_equals_in_memory():
     assert rel < 1e-10, rel
     assert np.allclose(np.abs(model.H_), np.abs(ref.H_), atol=1e-10)
     assert np.allclose(T, ref.transform([X[:500], None]), atol=1e-9)
+
+
+# ------------------------------------------------------------------ the matrix-free dual in the estimators
+@pytest.mark.parametrize("kernels", [[RBF(2.0)], [RBF(2.0), RBF(1.0)], [RBF(2.0), None]],
+                         ids=["one-kernel", "two-kernels", "kernel-and-linear"])
+def test_rkm_dual_without_stored_kernels_equals_the_dense_dual(kernels):
+    from mvkm import Linear
+
+    X, Y = _views(900)
+    X, Y = ((Z - Z.mean(0)) / Z.std(0) for Z in (X, Y))
+    ks = [Linear() if k is None else k for k in kernels]
+    views = [X, Y][:len(ks)]
+    ref = MultiViewRKM(4, kernels=ks, kernel_storage="dense").fit(views)
+    model = MultiViewRKM(4, kernels=ks, kernel_storage="none").fit(views)
+    assert np.allclose(model.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    assert np.allclose(model.H_, ref.H_, atol=1e-8)
+    assert np.allclose(model.transform([v[:25] for v in views]), ref.transform([v[:25] for v in views]),
+                       atol=1e-8)
+    if len(ks) == 2:
+        assert np.allclose(model.predict([X[:25], None], 1), ref.predict([X[:25], None], 1), atol=1e-7)
+    with pytest.raises(ValueError, match="kernel_storage"):
+        MultiViewRKM(2, kernels=ks, kernel_storage="sometimes").fit(views)
+
+
+def test_ppca_dual_without_stored_kernel_equals_the_dense_dual():
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(2100, 3))                    # above DENSE_MAX_N: only the top q
+    ref = KernelPPCA(3, kernel=RBF(2.0), kernel_storage="dense").fit(X)
+    model = KernelPPCA(3, kernel=RBF(2.0), kernel_storage="none").fit(X)
+    assert model.rank_ == ref.rank_
+    assert model.sigma2_ == pytest.approx(ref.sigma2_, rel=1e-10)
+    assert np.allclose(model.A_, ref.A_, atol=1e-10)
+    assert np.allclose(model.transform(X[:10]), ref.transform(X[:10]), atol=1e-9)
+    assert np.allclose(model.score_samples(X[:5]), ref.score_samples(X[:5]), rtol=1e-9)
