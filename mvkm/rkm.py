@@ -569,7 +569,8 @@ class MultiViewRKM(BaseEstimator):
         else:
             U_tilde, Gamma = self._solve(Phi.T @ Phi, s)       # eq. (10)
         self._set_primal(U_tilde, Gamma)
-        self.H_ = np.linalg.solve(Gamma, (Phi @ np.vstack(self.U_)).T).T   # eq. (6), Gamma symmetric
+        U = np.vstack(self.U_)
+        self.H_ = np.linalg.solve(Gamma, (Phi @ U).T).T       # eq. (6), Gamma symmetric
 
     def _fit_primal_streamed(self, s: int, C: NDArray[np.float64], Xs: Sequence[Any]) -> None:
         """Algorithm 1 or 3 on the streamed covariance; H by a second pass (eq. (6))."""
