@@ -257,6 +257,12 @@ def test_unsupported_kernel_is_a_type_error(kernel):
         KernelOperator(np.ones((5, 2)), kernel)
 
 
+def test_lazy_import_from_the_package():
+    import mvkm
+
+    assert mvkm.matfree_top_eigh is matfree_top_eigh and mvkm.KernelOperator is KernelOperator
+
+
 def test_validation_errors():
     X = np.random.default_rng(0).standard_normal((50, 3))
     X_nan = X.copy()
