@@ -9,7 +9,8 @@ sampling and pre-images (:mod:`mvkm.preimage`).
 
 :mod:`mvkm.stiefel` needs PyTorch; it (and its names ``CayleyAdam`` and
 ``maximize_trace``) is imported on first use, so ``import mvkm`` stays fast
-for code that never touches the Stiefel manifold.
+for code that never touches the Stiefel manifold. So is :mod:`mvkm.matfree`
+(``KernelOperator``, ``matfree_top_eigh``: kernel matrices too large to store).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from .smm import LowRankSMM
 
 __version__ = "0.1.0"
 
-_LAZY = {"stiefel": None, "CayleyAdam": "stiefel", "maximize_trace": "stiefel"}
+_LAZY = {"stiefel": None, "CayleyAdam": "stiefel", "maximize_trace": "stiefel",
+         "matfree": None, "KernelOperator": "matfree", "matfree_top_eigh": "matfree"}
 
 __all__ = [
     "datasets",
@@ -62,13 +64,16 @@ __all__ = [
     "top_eigh",
     "CayleyAdam",
     "maximize_trace",
+    "matfree",
+    "KernelOperator",
+    "matfree_top_eigh",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    """Import the torch-based :mod:`mvkm.stiefel` lazily (PEP 562)."""
+    """Import the torch-based :mod:`mvkm.stiefel` and :mod:`mvkm.matfree` lazily (PEP 562)."""
     if name in _LAZY:
-        module = importlib.import_module(".stiefel", __name__)
+        module = importlib.import_module("." + (_LAZY[name] or name), __name__)
         return module if _LAZY[name] is None else getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -262,6 +262,23 @@ MUTANTS: list[Mutant] = [
         "LowRankSMM (P-step, row_projection_ / col_projection_)",
     ),
     Mutant(
+        "covariance_merge_no_cross_term",
+        "streamed scatter merged without Chan's (n_a n_b / n) delta delta^T term: each chunk "
+        "centred on its own mean only",
+        "covariance.py",
+        "        self.S += (self.n * b / n) * np.outer(delta, delta)\n",
+        "        self.S += 0.0 * np.outer(delta, delta)\n",
+        "feature_moments and the streamed primal fits (numpy chunks)",
+    ),
+    Mutant(
+        "matfree_grand_mean_dropped",
+        "matrix-free centring K_c Z = K Z - r 1^T Z - 1 r^T Z + g 1 1^T Z without its g term",
+        "matfree.py",
+        "            KZ -= (self._r @ Z64 - self._g * sums)[None, :]\n",
+        "            KZ -= (self._r @ Z64)[None, :]\n",
+        "KernelOperator, matfree_top_eigh, kernel_storage='none'",
+    ),
+    Mutant(
         "smm_decision_untransposed",
         "decision_function applies the column kernel to the test matrices' rows "
         "(test matrices not transposed)",
