@@ -665,21 +665,22 @@ class MultiViewRKM(BaseEstimator):
     def _features(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:
         return np.asarray(self._maps[v].transform(X), dtype=np.float64) - self._feature_means[v]
 
-    def _training_feature_products(self, v: int, A: NDArray[np.float64]) -> NDArray[np.float64]:
+    def _training_feature_products(self, v: int, A: NDArray[np.float64],
+                                   X: Any = None) -> NDArray[np.float64]:
         """``A @ Phi_v^T`` with the uncentred training features of view v (m x n).
 
         In memory when the fit kept the features; after a streamed fit they are
-        recomputed from the training view chunk by chunk.
+        recomputed from the training view (``X``, or the stored one) chunk by chunk.
         """
         if self._Phi_c[v] is not None:
             return A @ (self._Phi_c[v] + self._feature_means[v]).T
-        X = self._X_fit[v]
+        X = self._X_fit[v] if X is None else X
         n = int(X.shape[0])
         out = np.empty((A.shape[0], n))
         step = self.batch_size or max(1, (32 << 20) // (8 * max(1, self.feature_dims_[v])))
         for i0 in range(0, n, step):
             sl = slice(i0, min(n, i0 + step))
-            out[:, sl] = A @ np.asarray(self._maps[v].transform(np.asarray(X[sl])), dtype=np.float64).T
+            out[:, sl] = A @ chunk_features([self._maps[v]], [X[sl]]).T
         return out
 
     def _centred_kernel(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -791,14 +792,16 @@ class MultiViewRKM(BaseEstimator):
         if not (self.batch_size is not None or any(is_dask_array(X) for X in Xs if X is not None)):
             return self._predict(views, t)
         self._transform_inputs(Xs)                      # checked once, not per chunk
-        return map_rows(lambda *chunks: self._predict(list(chunks), t), Xs,
+        X_t = None
+        if not (self._kinds[t] == "map" and isinstance(self._maps[t], Identity)):
+            X_t = np.asarray(self._X_fit[t])             # the pre-image's points, gathered once
+        return map_rows(lambda *chunks: self._predict(list(chunks), t, X_t), Xs,
                         batch_size=self.batch_size, n_out=self.view_dims_[t],
                         progress=self.progress, desc="predict")
 
-    def _predict(self, views: list[Any], t: int) -> NDArray[np.float64]:
+    def _predict(self, views: list[Any], t: int, X_t: Any = None) -> NDArray[np.float64]:
         """predict on views held in memory (one chunk of a streamed predict)."""
         h = np.asarray(self.transform(views))
-        X_t = np.asarray(self._X_fit[t])
         if self._kinds[t] == "map":
             if self.formulation == "primal":
                 phi_c = h @ self.U_[t].T                         # eq. (15)
@@ -806,9 +809,9 @@ class MultiViewRKM(BaseEstimator):
                 phi_c = h @ self._PhiT_H[t].T                     # Phi_t^T H h
             if isinstance(self._maps[t], Identity):
                 return phi_c + self._feature_means[t]
-            k_hat = self._training_feature_products(t, phi_c + self._feature_means[t])
-            return kernel_smoother(k_hat, X_t)
+            k_hat = self._training_feature_products(t, phi_c + self._feature_means[t], X_t)
+            return kernel_smoother(k_hat, np.asarray(self._X_fit[t]) if X_t is None else X_t)
         k_c = h @ self._KH[t].T                                    # eq. (16): K_t H h
         # phi_hat = mean + Phi_c^T alpha with alpha = H h: uncentre exactly
         k_hat = uncenter_kernel_values(k_c, h @ self.H_.T, self._kernel_means[t])
-        return kernel_smoother(k_hat, X_t)
+        return kernel_smoother(k_hat, self._X_fit[t])
