@@ -35,6 +35,19 @@ Data: ``X = numpy.random.default_rng(0).standard_normal((n, 10))``, kernel
      on the sum of the ten.
 
 The quick run uses smaller m and D, and only prints.
+
+Measured (2026-11-26, the 2-core AMD EPYC reference machine shared with other
+jobs, load average 5-6, so wall times are about 1.5-2x what 2 idle cores give):
+
+* n = 5000: 5.5 s and 8 kernel passes (dense: 19.9 s), max relative eigenvalue
+  error 6.9e-16, max eigenvector difference 2.9e-13;
+* n = 100000, float64 tiles: 292 s wall (192 s CPU), row-means pass 15.9 s,
+  Nystrom start 4.6 s, 7 block products of 38.8 s each (b = 20), residuals
+  recomputed 8.4e-13 lambda_1; float32 tiles: 105 s wall, 4 block products of
+  22.9 s, residuals 4.3e-8 lambda_1, eigenvalues within 6.1e-10 of float64;
+* cross-checks at n = 100000: Nystrom (m = 2000) -6.5e-5 to -8.1e-5 below every
+  eigenvalue (a lower bound, as predicted by the n = 5000 calibration);
+  RFF (D = 4000) -7.3% to +7.0% per eigenvalue, -0.27% on the sum. Both PASS.
 """
 
 from __future__ import annotations

@@ -218,8 +218,16 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
     -----
     Cost per product: :math:`n^2/2` kernel evaluations (one GEMM of inner size
     :math:`d + 2`, a clip and an ``exp`` per entry) and :math:`2 n^2 b` flops
-    for the two tile products. Measured on 2 CPU cores at :math:`n = 10^5`,
-    :math:`d = 10`, :math:`b = 20`, RBF: see ``benchmarks/bench_matfree.py``.
+    for the two tile products. At :math:`n = 10^5`, :math:`d = 10`,
+    :math:`b = 20`, RBF, on the shared 2-core reference machine (load average
+    5-6): 39 s wall per product in float64 (about 25 s of CPU time), 23 s with
+    float32 tiles; see ``benchmarks/bench_matfree.py``.
+
+    On a CPU with several torch threads, tile rows are spread over Python
+    threads that each run torch single-threaded. Where other jobs share the
+    cores, start Python with ``OMP_WAIT_POLICY=PASSIVE``: spinning OpenMP
+    waiters made 2-thread torch/BLAS calls (the Nystrom start, the small
+    eigenproblems) up to 50x slower there.
 
     Examples
     --------
