@@ -35,7 +35,6 @@ from numbers import Integral, Real
 from typing import Any, Callable
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse.linalg
 import torch
 from numpy.typing import ArrayLike, NDArray
@@ -219,9 +218,9 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
     Cost per product: :math:`n^2/2` kernel evaluations (one GEMM of inner size
     :math:`d + 2`, a clip and an ``exp`` per entry) and :math:`2 n^2 b` flops
     for the two tile products. At :math:`n = 10^5`, :math:`d = 10`,
-    :math:`b = 20`, RBF, on the shared 2-core reference machine (load average
-    5-6): 39 s wall per product in float64 (about 25 s of CPU time), 23 s with
-    float32 tiles; see ``benchmarks/bench_matfree.py``.
+    :math:`b = 20`, RBF, on the shared 2-core reference machine: 21-23 s of
+    CPU time per product in float64, 11 s with float32 tiles (35 s and 12 s
+    wall under a load average of 4-6); see ``benchmarks/bench_matfree.py``.
 
     On a CPU with several torch threads, tile rows are spread over Python
     threads that each run torch single-threaded. Where other jobs share the
@@ -333,10 +332,12 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         On the CPU with ``w = torch.get_num_threads() > 1``, ``w`` Python threads
         take tile rows from a shared queue, each with its own ``state`` and torch
         single-threaded (torch releases the GIL), instead of torch's own
-        multi-threaded ops: on the loaded 2-core reference machine a product at
-        n = 8000 took 0.42 s this way against 1.3-2.8 s with torch's 2-thread
-        ops (their OpenMP barriers, one per tile operation, wait on descheduled
-        threads). Rows must write disjoint parts of shared outputs.
+        multi-threaded ops: on the loaded 2-core reference machine, with the
+        default (spinning) OpenMP wait policy, a product at n = 8000 took 0.42 s
+        this way against 1.3-2.8 s with torch's 2-thread ops (their barriers,
+        one per tile operation, wait on descheduled threads); with
+        ``OMP_WAIT_POLICY=PASSIVE`` the two were on par (21-23 s at n = 1e5).
+        Rows must write disjoint parts of shared outputs.
         """
         workers = min(self._workers(), len(rows)) if _PARALLEL_TILE_ROWS else 1
         states = [new_state() for _ in range(max(workers, 1))]
