@@ -35,6 +35,22 @@ Data: ``X = numpy.random.default_rng(0).standard_normal((n, 10))``, kernel
      on the sum of the ten.
 
 The quick run uses smaller m and D, and only prints.
+
+Measured (2026-11-26, the 2-core AMD EPYC reference machine shared with other
+jobs, load average 4-6: wall times are up to 2x what 2 idle cores give; the
+process CPU time is the steadier number):
+
+* n = 5000: 0.9 s and 8 kernel passes (dense: 21.5 s), max relative eigenvalue
+  error 6.7e-16, max eigenvector difference 2.9e-13;
+* n = 100000, float64 tiles: 257 s wall (178 s CPU), row-means pass 8.8 s,
+  Nystrom start 0.8 s, 7 block products of 35 s each (b = 20), residuals
+  recomputed 8.4e-13 lambda_1; float32 tiles: 57 s wall, 4 block products of
+  12 s, residuals 4.4e-8 lambda_1, eigenvalues within 5.6e-10 of float64. A
+  single float64 block product alone, load 2-3: 21-23 s wall and CPU, float32
+  11 s;
+* cross-checks at n = 100000: Nystrom (m = 2000) -6.5e-5 to -8.1e-5 below every
+  eigenvalue (a lower bound, as the n = 5000 calibration predicts);
+  RFF (D = 4000) -7.3% to +7.0% per eigenvalue, -0.27% on the sum. Both PASS.
 """
 
 from __future__ import annotations

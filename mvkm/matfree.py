@@ -35,7 +35,6 @@ from numbers import Integral, Real
 from typing import Any, Callable
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse.linalg
 import torch
 from numpy.typing import ArrayLike, NDArray
@@ -218,8 +217,16 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
     -----
     Cost per product: :math:`n^2/2` kernel evaluations (one GEMM of inner size
     :math:`d + 2`, a clip and an ``exp`` per entry) and :math:`2 n^2 b` flops
-    for the two tile products. Measured on 2 CPU cores at :math:`n = 10^5`,
-    :math:`d = 10`, :math:`b = 20`, RBF: see ``benchmarks/bench_matfree.py``.
+    for the two tile products. At :math:`n = 10^5`, :math:`d = 10`,
+    :math:`b = 20`, RBF, on the shared 2-core reference machine: 21-23 s of
+    CPU time per product in float64, 11 s with float32 tiles (35 s and 12 s
+    wall under a load average of 4-6); see ``benchmarks/bench_matfree.py``.
+
+    On a CPU with several torch threads, tile rows are spread over Python
+    threads that each run torch single-threaded. Where other jobs share the
+    cores, start Python with ``OMP_WAIT_POLICY=PASSIVE``: spinning OpenMP
+    waiters made 2-thread torch/BLAS calls (the Nystrom start, the small
+    eigenproblems) up to 50x slower there.
 
     Examples
     --------
@@ -318,15 +325,62 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         """Threads over tile rows: torch's intra-op thread count on the CPU, 1 on a GPU."""
         return 1 if self.device.type == "cuda" else max(1, torch.get_num_threads())
 
+    def _over_rows(self, rows: list[int], new_state: Callable[[], Any],
+                   row: Callable[[int, Any], None]) -> list[Any]:
+        """Run ``row(i0, state)`` for every tile row; return the workers' states.
+
+        On the CPU with ``w = torch.get_num_threads() > 1``, ``w`` Python threads
+        take tile rows from a shared queue, each with its own ``state`` and torch
+        single-threaded (torch releases the GIL), instead of torch's own
+        multi-threaded ops: on the loaded 2-core reference machine, with the
+        default (spinning) OpenMP wait policy, a product at n = 8000 took 0.42 s
+        this way against 1.3-2.8 s with torch's 2-thread ops (their barriers,
+        one per tile operation, wait on descheduled threads); with
+        ``OMP_WAIT_POLICY=PASSIVE`` the two were on par (21-23 s at n = 1e5).
+        Rows must write disjoint parts of shared outputs.
+        """
+        workers = min(self._workers(), len(rows)) if _PARALLEL_TILE_ROWS else 1
+        states = [new_state() for _ in range(max(workers, 1))]
+        bar = self._progress(len(rows))
+        try:
+            if workers <= 1:
+                for i0 in rows:
+                    row(i0, states[0])
+                    if bar is not None:
+                        bar.update(1)
+                return states
+            pending = iter(rows)
+            lock = threading.Lock()
+
+            def work(state: Any) -> None:
+                while True:
+                    with lock:
+                        i0 = next(pending, None)
+                    if i0 is None:
+                        return
+                    row(i0, state)
+                    if bar is not None:
+                        bar.update(1)
+
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    for future in [pool.submit(work, st) for st in states]:
+                        future.result()
+            finally:
+                torch.set_num_threads(threads)
+            return states
+        finally:
+            if bar is not None:
+                bar.close()
+
     def _raw_matmat(self, Z: torch.Tensor) -> torch.Tensor:
         r""":math:`K Z` (uncentred) for ``Z`` of shape (n, b) in the tile dtype; float64 out.
 
-        On the CPU with ``w = torch.get_num_threads() > 1``, ``w`` Python threads
-        take tile rows from a shared queue, each running torch single-threaded
-        (torch releases the GIL), instead of torch's own multi-threaded ops: on
-        the loaded 2-core reference machine a product at n = 8000 took 0.42 s
-        this way against 1.3-2.8 s with torch's 2-thread ops (their OpenMP
-        barriers, one per tile operation, wait on descheduled threads).
+        Tiles on and above the diagonal only; row block ``I`` adds
+        :math:`K_{IJ} Z_J` to its own rows and each worker accumulates
+        :math:`(K_{IJ}^\top Z_I)^\top` in its own ``b x n`` buffer.
         """
         self.n_products_ += 1
         f64 = torch.float64
@@ -338,7 +392,6 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         ZT = Z.T.contiguous()
         same = self.tile_dtype == f64
         rows = list(range(0, n, T))
-        workers = min(self._workers(), len(rows)) if _PARALLEL_TILE_ROWS else 1
 
         def new_state() -> tuple[torch.Tensor, torch.Tensor]:
             # a tile buffer and this worker's (K_IJ^T Z_I)^T accumulator (lower half)
@@ -364,44 +417,10 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
                     if j0 != i0:
                         accT[:, j0:j1] += ZT[:, i0:i1] @ tile
 
-        bar = self._progress(len(rows))
-        try:
-            if workers == 1:
-                state = new_state()
-                for i0 in rows:
-                    tile_row(i0, state)
-                    if bar is not None:
-                        bar.update(1)
-                accT = state[1]
-            else:
-                states = [new_state() for _ in range(workers)]
-                pending = iter(rows)
-                lock = threading.Lock()
-
-                def work(state: tuple[torch.Tensor, torch.Tensor]) -> None:
-                    while True:
-                        with lock:
-                            i0 = next(pending, None)
-                        if i0 is None:
-                            return
-                        tile_row(i0, state)
-                        if bar is not None:
-                            bar.update(1)
-
-                threads = torch.get_num_threads()
-                torch.set_num_threads(1)
-                try:
-                    with ThreadPoolExecutor(max_workers=workers) as pool:
-                        for future in [pool.submit(work, st) for st in states]:
-                            future.result()
-                finally:
-                    torch.set_num_threads(threads)
-                accT = states[0][1]
-                for st in states[1:]:
-                    accT += st[1]
-        finally:
-            if bar is not None:
-                bar.close()
+        states = self._over_rows(rows, new_state, tile_row)
+        accT = states[0][1]
+        for st in states[1:]:
+            accT += st[1]
         return acc.add_(accT.T)
 
     def _cross_matmat(self, left: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
@@ -411,8 +430,11 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
             return (left @ (self._left.T @ A)).to(f64)
         m, n, T = left.shape[0], self._right.shape[0], self.tile_size
         acc = torch.zeros(m, A.shape[1], dtype=f64, device=self.device)
-        buf = torch.empty(min(T, m) * min(T, n), dtype=self.tile_dtype, device=self.device)
-        for i0 in range(0, m, T):
+
+        def new_state() -> torch.Tensor:
+            return torch.empty(min(T, m) * min(T, n), dtype=self.tile_dtype, device=self.device)
+
+        def tile_row(i0: int, buf: torch.Tensor) -> None:
             i1 = min(m, i0 + T)
             for j0 in range(0, n, T):
                 j1 = min(n, j0 + T)
@@ -420,6 +442,8 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
                 torch.mm(left[i0:i1], self._right[j0:j1].T, out=tile)
                 self._finish(tile, False)
                 acc[i0:i1] += tile @ A[j0:j1]
+
+        self._over_rows(list(range(0, m, T)), new_state, tile_row)
         return acc
 
     def _block(self, rows: slice | NDArray[np.intp], cols: NDArray[np.intp],
@@ -556,10 +580,12 @@ def _nystrom_start(op: KernelOperator, b: int, m: int,
     """
     n = op.shape[0]
     idx = torch.as_tensor(np.sort(rng.choice(n, size=m, replace=False)), device=op.device)
-    W = op._block(idx, idx, diagonal=True).cpu().numpy()
-    w, U = np.linalg.eigh(0.5 * (W + W.T))
+    # the small eigenproblems in torch: numpy's OpenBLAS (busy-waiting threads) took
+    # 4.9 s instead of 0.03 s for m = 500 on the loaded 2-core reference machine
+    W = op._block(idx, idx, diagonal=True)
+    w, U = torch.linalg.eigh(0.5 * (W + W.T))
     keep = w > max(float(w.max()), np.finfo(float).tiny) * m * np.finfo(float).eps
-    Wih = torch.as_tensor(U[:, keep] / np.sqrt(w[keep]), device=op.device)  # W^{+1/2}, m x r
+    Wih = U[:, keep] / w[keep].sqrt()  # W^{+1/2} on its numerical range, m x r
     T = op.tile_size
     G = torch.zeros(m, m, dtype=torch.float64, device=op.device)
     c = torch.zeros(m, dtype=torch.float64, device=op.device)
@@ -764,7 +790,14 @@ def matfree_top_eigh(
         return out
 
     try:
-        w, V, residuals, n_iter = _block_subspace(matmat, Q0, s, tol, max_iter, bar)
+        # The solver's own numpy work is O(n b^2) per iteration (QR, Rayleigh-Ritz),
+        # negligible next to a product: one BLAS thread. With two busy-waiting
+        # OpenBLAS threads it took 1.0-1.5 s instead of 0.1 s at n = 3000 on the
+        # loaded 2-core reference machine. torch (the products) is not affected.
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            w, V, residuals, n_iter = _block_subspace(matmat, Q0, s, tol, max_iter, bar)
     finally:
         if bar is not None:
             bar.close()

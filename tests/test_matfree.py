@@ -117,17 +117,19 @@ def test_explicit_cpu_device(data):
 
 def test_threaded_tile_rows_equal_serial(data):
     """With several torch threads, tile rows are spread over Python threads."""
-    X, Z, _ = data
-    serial = KernelOperator(X, Laplacian(3.0), tile_size=128) @ Z
+    X, Z, Xt = data
+    op = KernelOperator(X, Laplacian(3.0), tile_size=128)
+    serial, serial_t = op @ Z, op.test_matmat(Xt, Z)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         op = KernelOperator(X, Laplacian(3.0), tile_size=128)
-        threaded = op @ Z
+        threaded, threaded_t = op @ Z, op.test_matmat(Xt, Z)
         assert torch.get_num_threads() == 2  # restored after the product
     finally:
         torch.set_num_threads(threads)
     np.testing.assert_allclose(threaded, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
+    np.testing.assert_allclose(threaded_t, serial_t, rtol=0, atol=1e-12 * np.abs(serial_t).max())
 
 
 def test_default_tile_size_and_single_tile(data):
