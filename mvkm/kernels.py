@@ -466,11 +466,16 @@ def center_gram(K: ArrayLike, *, copy: bool = True, n_jobs: int | None = None) -
     if n_jobs is not None:
         with limit_threads(n_jobs):
             return center_gram(K, copy=copy)
-    Kc = check_square(K, "K")
+    # Finiteness is read off the row sums below (a NaN or inf entry makes its row's
+    # sum non-finite), not from a pass of its own; only when a sum is not finite are
+    # the entries looked at one by one.
+    Kc = check_square(K, "K", allow_nan=True)
     if copy or Kc is not K:  # never modify the caller's array unless asked to
         Kc = Kc.copy()
     with np.errstate(over="ignore", invalid="ignore"):
         row, col = row_col_means(Kc)
+        if not np.all(np.isfinite(row)) and not np.all(np.isfinite(Kc)):
+            raise ValueError("K contains NaN or infinite values")
         scale = float(np.abs(row).max()) + float(np.abs(col).max())
         if np.abs(row - col).max() <= 1e-12 * max(scale, np.finfo(float).tiny):
             row = col = 0.5 * (row + col)
