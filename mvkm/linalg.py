@@ -467,9 +467,10 @@ def top_eigh(
         * ``"arpack"``: implicitly restarted Lanczos (:func:`scipy.sparse.linalg.eigsh`,
           ``which="LA"``) from a start vector drawn from ``random_state``. For an
           ndarray the matrix-vector product is BLAS ``dsymv``, which reads one
-          triangle of ``K`` and so moves half the memory of ``K @ x``: 1.5-1.9x
+          triangle of ``K`` and so moves half the memory of ``K @ x``: 1.2-2.5x
           faster than ``eigsh(K)``, scikit-learn's ``KernelPCA`` solver, in
-          ``benchmarks/bench_kpca.py`` (same matrix, same accuracy).
+          ``benchmarks/bench_kpca.py`` (same matrix, same accuracy; five data
+          sets, n = 5000 and 10000, load average 2-3 on 2 cores).
           Stops when :math:`\|K v_i - \theta_i v_i\| \le \mathrm{tol}\,|\theta_i|`
           (ARPACK's test, on ``K / max|K|``). The Lanczos basis holds
           :math:`\max(2s + 4, 20)` vectors (scipy's default is
