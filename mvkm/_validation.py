@@ -23,7 +23,6 @@ __all__ = [
     "max_asymmetry",
     "max_abs",
     "symmetric_scale",
-    "symmetric_scale_and_means",
     "SYMMETRY_RTOL",
     "check_positive",
     "check_n_components",
@@ -177,49 +176,6 @@ def max_asymmetry(K: NDArray[np.float64], tile: int = 256) -> float:
     return max(parts, default=0.0)
 
 
-def symmetry_and_means(K: NDArray[np.float64], tile: int = 256
-                       ) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
-    """:func:`max_asymmetry`, and the row and column means of ``K``, in one tiled read.
-
-    Each pair of mirror tiles ``(I, J)``, ``(J, I)`` is read once: compared, and
-    its row and column sums accumulated while it is in cache (one pass where
-    :func:`max_asymmetry` and :func:`mvkm._parallel.row_col_means` take two).
-    """
-    from ._parallel import run_parallel
-
-    n = K.shape[0]
-
-    def row_of_tiles(i0: int) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
-        i1 = min(n, i0 + tile)
-        buf = np.empty((i1 - i0, min(tile, n)))
-        rows, cols = np.zeros(n), np.zeros(n)
-        asym = 0.0
-        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, reported below
-            for j0 in range(i0, n, tile):
-                j1 = min(n, j0 + tile)
-                upper, lower = K[i0:i1, j0:j1], K[j0:j1, i0:i1]
-                out = buf[:, : j1 - j0]
-                np.subtract(upper, lower.T, out=out)
-                hi, lo = float(out.max()), float(out.min())
-                if not (np.isfinite(hi) and np.isfinite(lo)):
-                    asym = np.nan if np.isnan(hi) or np.isnan(lo) else np.inf
-                elif not np.isnan(asym):
-                    asym = max(asym, hi, -lo)
-                rows[i0:i1] += upper.sum(axis=1)
-                cols[j0:j1] += upper.sum(axis=0)
-                if j0 != i0:
-                    rows[j0:j1] += lower.sum(axis=1)
-                    cols[i0:i1] += lower.sum(axis=0)
-        return asym, rows, cols
-
-    parts = run_parallel(row_of_tiles, range(0, n, tile), n)
-    asyms = [p[0] for p in parts]
-    asym = np.nan if any(np.isnan(a) for a in asyms) else max(asyms, default=0.0)
-    rows = np.sum([p[1] for p in parts], axis=0) / n
-    cols = np.sum([p[2] for p in parts], axis=0) / n
-    return asym, rows, cols
-
-
 def _symmetry_error(name: str, asym: float, scale: float, rtol: float) -> ValueError:
     return ValueError(
         f"{name} must be symmetric; max |{name} - {name}^T| = {asym:.3g} "
@@ -241,11 +197,7 @@ def symmetric_scale(K: NDArray[np.float64], name: str = "K", *,
     already settles the test (it equals ``max|K_ij|`` for a PSD matrix), else
     ``max|K_ij|``. Raises a ``ValueError`` naming ``name`` otherwise.
     """
-    return _symmetric_scale(K, max_asymmetry(K), name, rtol)
-
-
-def _symmetric_scale(K: NDArray[np.float64], asym: float, name: str, rtol: float) -> float:
-    """:func:`symmetric_scale` given ``asym = max_asymmetry(K)``."""
+    asym = max_asymmetry(K)
     diag = float(np.max(np.abs(np.diagonal(K))))
     if not (np.isfinite(asym) and np.isfinite(diag)) and not np.all(np.isfinite(K)):
         raise ValueError(f"{name} contains NaN or infinite values")
@@ -255,14 +207,6 @@ def _symmetric_scale(K: NDArray[np.float64], asym: float, name: str, rtol: float
     if not asym <= rtol * max(scale, np.finfo(float).tiny):
         raise _symmetry_error(name, asym, scale, rtol)
     return scale
-
-
-def symmetric_scale_and_means(K: NDArray[np.float64], name: str = "K", *,
-                              rtol: float = SYMMETRY_RTOL
-                              ) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
-    """:func:`symmetric_scale` and the row and column means of ``K``, from one tiled read."""
-    asym, rows, cols = symmetry_and_means(K)
-    return _symmetric_scale(K, asym, name, rtol), rows, cols
 
 
 def check_symmetric(

@@ -49,11 +49,8 @@ __all__ = [
 
 _CANCELLATION_RATIO = 1e-6
 _REFINE_CHUNK = 1 << 15
-# Tiles of 256 x 256 (512 KiB): each is finished, and its transpose written to the
-# mirror, while it sits in a core's L2 cache (RBF, n = 5000, on 2 cores: 10-15
-# percent faster than 512 x 512 tiles, whose 2 MiB spill out of a 1 MiB L2; with the
-# augmented product of RBF._gram, 20-25 percent faster than before, under load).
-_TILE = 256
+# Tiles of 512 x 512 (2 MiB): each is finished while it sits in cache.
+_TILE = 512
 
 
 def _refine_cancelled(D: NDArray[np.float64], X: NDArray[np.float64], Y: NDArray[np.float64],
@@ -76,9 +73,7 @@ def _refine_cancelled(D: NDArray[np.float64], X: NDArray[np.float64], Y: NDArray
         D[r, c] = np.einsum("ij,ij->i", diff, diff)
 
 
-def _tiled_product(X: NDArray[np.float64], Y: NDArray[np.float64] | None, finish,
-                   operands: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
-                   ) -> NDArray[np.float64]:
+def _tiled_product(X: NDArray[np.float64], Y: NDArray[np.float64] | None, finish) -> NDArray[np.float64]:
     """The matrix whose tile ``(I, J)`` is ``finish`` applied to ``X[I] @ Y[J].T``.
 
     ``finish(tile, I, J, diagonal)`` turns the product tile into the wanted
@@ -89,25 +84,19 @@ def _tiled_product(X: NDArray[np.float64], Y: NDArray[np.float64] | None, finish
     SYRK (``A @ A.T``), so as long as ``finish`` only adds symmetric terms the
     result is exactly symmetric. Rows of tiles run on several threads for large
     matrices (they write disjoint parts of the output).
-
-    ``operands=(A, B)``: every tile that is not a diagonal tile of a symmetric
-    result is ``A[I] @ B[J].T`` instead (augmented factors that fold terms such
-    as row norms into the product, so that ``finish`` has less to do).
     """
     symmetric = Y is None
     Yv = X if Y is None else Y
     n, m = X.shape[0], Yv.shape[0]
     out = np.empty((n, m))
 
-    A, B = (X, Yv) if operands is None else operands
-
     def tile_row(i0: int) -> None:
         I = slice(i0, min(i0 + _TILE, n))
-        XI, AI = X[I], A[I]
+        XI = X[I]
         for j0 in range(i0 if symmetric else 0, m, _TILE):
             J = slice(j0, min(j0 + _TILE, m))
             diagonal = symmetric and j0 == i0
-            tile = XI @ XI.T if diagonal else AI @ B[J].T
+            tile = XI @ XI.T if diagonal else XI @ Yv[J].T
             finish(tile, I, J, diagonal)
             out[I, J] = tile
             if symmetric and not diagonal:
@@ -331,28 +320,19 @@ class RBF(_RadialKernel):
         # a clip at 0 and an exp. No cancellation refinement is needed: an
         # absolute error eps (|z_i|^2 + |z_j|^2) in the exponent changes the
         # kernel by that relative amount, harmless (unlike under a square root).
-        # Off-diagonal tiles come from one product of augmented factors,
-        # [z_i, -|z_i|^2/2, -1] . [z_j, 1, |z_j|^2/2], so that only the clip and the
-        # exp are left to do per entry (the round-off is that of the subtraction,
-        # eps (|z_i|^2 + |z_j|^2)); diagonal tiles of K(X, X) keep the exactly
-        # symmetric SYRK and subtract the norms.
         Z = X / self.sigma
         W = None if Y is None else Y / self.sigma
         hz = 0.5 * _row_norms(Z)
         hw = hz if W is None else 0.5 * _row_norms(W)
-        Wv = Z if W is None else W
-        A = np.hstack([Z, -hz[:, None], np.full((Z.shape[0], 1), -1.0)])
-        B = np.hstack([Wv, np.ones((Wv.shape[0], 1)), hw[:, None]])
 
         def finish(tile, I, J, diagonal):
-            if diagonal:
-                tile -= hz[I, None] + hw[None, J]
+            tile -= hz[I, None] + hw[None, J]
             np.minimum(tile, 0.0, out=tile)
             if diagonal:
                 np.fill_diagonal(tile, 0.0)
             np.exp(tile, out=tile)
 
-        return _tiled_product(Z, W, finish, operands=(A, B))
+        return _tiled_product(Z, W, finish)
 
 
 class Laplacian(_RadialKernel):
@@ -467,16 +447,11 @@ def center_gram(K: ArrayLike, *, copy: bool = True, n_jobs: int | None = None) -
     if n_jobs is not None:
         with limit_threads(n_jobs):
             return center_gram(K, copy=copy)
-    # Finiteness is read off the row sums below (a NaN or inf entry makes its row's
-    # sum non-finite), not from a pass of its own; only when a sum is not finite are
-    # the entries looked at one by one.
-    Kc = check_square(K, "K", allow_nan=True)
+    Kc = check_square(K, "K")
     if copy or Kc is not K:  # never modify the caller's array unless asked to
         Kc = Kc.copy()
     with np.errstate(over="ignore", invalid="ignore"):
         row, col = row_col_means(Kc)
-        if not np.all(np.isfinite(row)) and not np.all(np.isfinite(Kc)):
-            raise ValueError("K contains NaN or infinite values")
         scale = float(np.abs(row).max()) + float(np.abs(col).max())
         if np.abs(row - col).max() <= 1e-12 * max(scale, np.finfo(float).tiny):
             row = col = 0.5 * (row + col)

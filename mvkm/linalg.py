@@ -36,7 +36,6 @@ from ._validation import (
     check_symmetric,
     max_abs,
     symmetric_scale,
-    symmetric_scale_and_means,
 )
 
 __all__ = ["ConvergenceWarning", "flip_signs", "psd_sqrt", "rotate_to_diagonal", "top_eigh"]
@@ -164,12 +163,6 @@ _AUTO_DENSE_MAX_N = 1000
 _AUTO_DENSE_FRACTION = 0.08
 #: ``"dense"`` computes all eigenpairs (``syevd``) when n_components > this * n.
 _DENSE_SUBSET_FRACTION = 0.3
-#: ARPACK's Lanczos basis: ncv = max(2 s + 4, 20) vectors (scipy's default: max(2 s + 1, 20)).
-#: ARPACK tests convergence only when the basis is full; with a fast-decaying
-#: spectrum one basis of 2 s + 4 suffices where 2 s + 1 needs a restart: at s = 10,
-#: 25 products instead of 28-33 (bench_kpca.py, every data set but santafe70, 34-35 either way).
-_ARPACK_NCV_FACTOR = 2
-_ARPACK_NCV_EXTRA = 4
 #: Subspace iteration: block size s + max(_MIN_OVERSAMPLING, s).
 _MIN_OVERSAMPLING = 10
 #: Chebyshev filter: highest degree, and largest growth ratio allowed between the
@@ -186,29 +179,22 @@ class ConvergenceWarning(RuntimeWarning):
     """An iterative eigensolver stopped at ``max_iter`` before meeting ``tol``."""
 
 
-def _validate_matrix(K: Any, check_sym: bool, center: bool = False
-                     ) -> tuple[Any, float | None, tuple[NDArray[np.float64], NDArray[np.float64]] | None]:
-    """Validate ``K``; return it (ndarray, sparse or LinearOperator), a scale, and
-    the row and column means of a dense ``K`` when ``center`` (else ``None``).
+def _validate_matrix(K: Any, check_sym: bool) -> tuple[Any, float | None]:
+    """Validate ``K``; return it (ndarray, sparse or LinearOperator) and a scale.
 
     The scale (``max|K_ij|``, or ``max|K_ii|`` when that suffices, which is the
     same number for a PSD matrix) is only used to normalise ARPACK's stopping test.
-    With ``center`` and ``check_sym``, the symmetry check and the means come from
-    one tiled read of ``K`` (:func:`mvkm._validation.symmetric_scale_and_means`).
     """
     if isinstance(K, scipy.sparse.linalg.LinearOperator):
         if len(K.shape) != 2 or K.shape[0] != K.shape[1]:
             raise ValueError(f"K must be a square operator, got shape {K.shape}")
-        return K, None, None
+        return K, None
     if scipy.sparse.issparse(K):
-        return check_sparse_symmetric(K, "K", rtol=SYMMETRY_RTOL if check_sym else np.inf), None, None
+        return check_sparse_symmetric(K, "K", rtol=SYMMETRY_RTOL if check_sym else np.inf), None
     if not check_sym:
-        return check_square(K, "K"), None, None
+        return check_square(K, "K"), None
     K = check_square(K, "K", allow_nan=True)
-    if center:
-        scale, row, col = symmetric_scale_and_means(K, "K")
-        return K, scale, (row, col)
-    return K, symmetric_scale(K, "K"), None
+    return K, symmetric_scale(K, "K")
 
 
 def _dense_top(K: NDArray[np.float64], s: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -223,13 +209,9 @@ def _dense_top(K: NDArray[np.float64], s: int) -> tuple[NDArray[np.float64], NDA
     return w[::-1], V[:, ::-1]
 
 
-def _centering_means(K: Any, is_array: bool, known: Any = None
-                     ) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
-    """Row means, column means and grand mean of ``K`` (for ``center=True``);
-    ``known``: the row and column means when already computed."""
-    if known is not None:
-        row, col = known
-    elif is_array:
+def _centering_means(K: Any, is_array: bool) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
+    """Row means, column means and grand mean of ``K`` (for ``center=True``)."""
+    if is_array:
         row, col = row_col_means(K)
     elif scipy.sparse.issparse(K):
         row = np.asarray(K.mean(axis=1)).ravel()
@@ -294,10 +276,8 @@ def _arpack_top(K: Any, s: int, tol: float, max_iter: int | None, rng: np.random
         alpha = 1.0
         op = K
     v0 = rng.uniform(-1.0, 1.0, n)
-    ncv = min(n, max(_ARPACK_NCV_FACTOR * s + _ARPACK_NCV_EXTRA, 20))
     try:
-        w, V = scipy.sparse.linalg.eigsh(op, k=s, which="LA", v0=v0, tol=tol, maxiter=max_iter,
-                                         ncv=ncv)
+        w, V = scipy.sparse.linalg.eigsh(op, k=s, which="LA", v0=v0, tol=tol, maxiter=max_iter)
     except scipy.sparse.linalg.ArpackNoConvergence as exc:
         raise scipy.sparse.linalg.ArpackNoConvergence(
             f"top_eigh(method='arpack'): ARPACK did not converge within max_iter="
@@ -467,17 +447,11 @@ def top_eigh(
         * ``"arpack"``: implicitly restarted Lanczos (:func:`scipy.sparse.linalg.eigsh`,
           ``which="LA"``) from a start vector drawn from ``random_state``. For an
           ndarray the matrix-vector product is BLAS ``dsymv``, which reads one
-          triangle of ``K`` and so moves half the memory of ``K @ x``: 1.2-2.5x
+          triangle of ``K`` and so moves half the memory of ``K @ x``: 1.5-1.9x
           faster than ``eigsh(K)``, scikit-learn's ``KernelPCA`` solver, in
-          ``benchmarks/bench_kpca.py`` (same matrix, same accuracy; five data
-          sets, n = 5000 and 10000, load average 2-3 on 2 cores).
+          ``benchmarks/bench_kpca.py`` (same matrix, same accuracy).
           Stops when :math:`\|K v_i - \theta_i v_i\| \le \mathrm{tol}\,|\theta_i|`
-          (ARPACK's test, on ``K / max|K|``). The Lanczos basis holds
-          :math:`\max(2s + 4, 20)` vectors (scipy's default is
-          :math:`\max(2s + 1, 20)`): ARPACK tests convergence only when the basis
-          is full, and for the centred RBF kernels of ``bench_kpca.py`` at
-          :math:`s = 10` one basis of 24 suffices where 21 needs a restart (25
-          products instead of 28-33; 34-35 either way on the Santa Fe windows).
+          (ARPACK's test, on ``K / max|K|``).
         * ``"subspace"``: block subspace iteration (Halko, Martinsson & Tropp,
           2011, Alg. 4.4, with a Rayleigh-Ritz step every iteration) on a block of
           :math:`b = s + \max(10, s)` columns, accelerated by a Chebyshev filter
@@ -522,9 +496,8 @@ def top_eigh(
         :math:`K_c x = K x - r\,(1^\top x) - 1\,(c^\top x) + g\,1\,(1^\top x)`,
         :math:`O(n)` work on top of :math:`Kx` and no pass over an ``n x n``
         matrix; ``K`` is left as it is. The same numbers as
-        ``top_eigh(mvkm.kernels.center_gram(K), ...)``, cheaper by the
-        centring's passes over ``K``: the means come from the same tiled read as
-        the symmetry check. ``"dense"`` centres a copy explicitly. Not available for a
+        ``top_eigh(mvkm.kernels.center_gram(K), ...)``, one pass over ``K``
+        cheaper. ``"dense"`` centres a copy explicitly. Not available for a
         ``LinearOperator``.
 
     Returns
@@ -591,7 +564,7 @@ def top_eigh(
         raise ValueError(f"method must be one of {', '.join(map(repr, _METHODS))}; got {method!r}")
     if not isinstance(check_symmetric, (bool, np.bool_)):
         raise TypeError(f"check_symmetric must be a bool, got {check_symmetric!r}")
-    K, scale, known_means = _validate_matrix(K, bool(check_symmetric), bool(center))
+    K, scale = _validate_matrix(K, bool(check_symmetric))
     n = K.shape[0]
     is_array = isinstance(K, np.ndarray)
     if method == "dense" and isinstance(K, scipy.sparse.linalg.LinearOperator):
@@ -621,7 +594,7 @@ def top_eigh(
         max_iter = int(max_iter)
     rng = check_random_state(random_state)
 
-    means = _centering_means(K, is_array, known_means) if center else None
+    means = _centering_means(K, is_array) if center else None
     if method == "dense":
         K_dense = K.toarray() if scipy.sparse.issparse(K) else K
         if means is not None:
