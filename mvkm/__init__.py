@@ -11,6 +11,9 @@ sampling and pre-images (:mod:`mvkm.preimage`).
 ``maximize_trace``) is imported on first use, so ``import mvkm`` stays fast
 for code that never touches the Stiefel manifold. So is :mod:`mvkm.matfree`
 (``KernelOperator``, ``matfree_top_eigh``: kernel matrices too large to store).
+:mod:`mvkm.covariance` holds the streamed reduction of every primal model
+(``feature_moments``: means and scatter of the stacked features, in chunks, on
+a torch device or a Dask cluster); it imports torch and dask only when used.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import datasets, features, kernels, kpls, linalg, ppca, preimage, rkm, smm, timeseries
+from . import covariance, datasets, features, kernels, kpls, linalg, ppca, preimage, rkm, smm, timeseries
 from .features import Identity, Nystrom, RandomFourierFeatures
 from .kernels import RBF, Laplacian, Linear, Polynomial, center_gram, center_test_gram
 from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
@@ -33,6 +36,7 @@ _LAZY = {"stiefel": None, "CayleyAdam": "stiefel", "maximize_trace": "stiefel",
          "matfree": None, "KernelOperator": "matfree", "matfree_top_eigh": "matfree"}
 
 __all__ = [
+    "covariance",
     "datasets",
     "ppca",
     "preimage",
