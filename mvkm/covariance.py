@@ -183,32 +183,62 @@ def _map_name(fm: Any) -> str:
     return type(fm).__name__
 
 
-def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "float64") -> NDArray[Any]:
+def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "float64", *,
+                   out: NDArray[Any] | None = None) -> NDArray[Any]:
     """The stacked features ``[phi_1(X_1) | ... | phi_V(X_V)]`` of one chunk of rows.
 
-    A new C-ordered ``b x D`` array (float64, or float32 with ``dtype="float32"``),
-    written view by view into one buffer. Random Fourier features are computed
-    by torch (:func:`_rff_torch`, several times faster than numpy's cosine on
-    the CPU; equal to :meth:`~mvkm.features.RandomFourierFeatures.transform`
-    up to round-off); other maps by their ``transform``.
+    A new ``b x D`` array in Fortran (column-major) order (float64, or float32
+    with ``dtype="float32"``), written view by view into one buffer: each view's
+    columns are then one contiguous block, which random Fourier features fill in
+    place (:func:`_rff_into`, no copy; equal to
+    :meth:`~mvkm.features.RandomFourierFeatures.transform` up to round-off), and
+    BLAS ``syrk`` reads the buffer without a copy. Other maps run their ``transform``.
+    ``out``, a buffer of the right shape, order and dtype from an earlier chunk, is
+    reused (a fresh buffer of 100 MB costs its page faults again at every chunk).
     """
     from .features import RandomFourierFeatures
 
     b = int(chunks[0].shape[0])
     want = np.float32 if dtype == "float32" else np.float64
-    parts: list[Any] = []
-    for fm, X in zip(maps, chunks):
-        X = np.asarray(X)
-        if isinstance(fm, RandomFourierFeatures) and b * fm.n_features_out_ >= 1 << 16:
-            parts.append(_rff_torch(fm, X, None, dtype).numpy())
-        else:
-            parts.append(np.asarray(fm.transform(X)))
-    F = np.empty((b, sum(p.shape[1] for p in parts)), dtype=want)
+    Xs = [np.asarray(X) for X in chunks]
+    dims = [fm.n_features_out_ if isinstance(fm, RandomFourierFeatures) else None for fm in maps]
+    parts: list[Any] = [None if D else np.asarray(fm.transform(X))
+                        for fm, X, D in zip(maps, Xs, dims)]
+    widths = [D if D else p.shape[1] for D, p in zip(dims, parts)]
+    shape = (b, sum(widths))
+    if out is not None and out.shape == shape and out.dtype == want and out.flags.f_contiguous:
+        F = out
+    else:
+        F = np.empty(shape, dtype=want, order="F")
     a = 0
-    for p in parts:
-        F[:, a:a + p.shape[1]] = p
-        a += p.shape[1]
+    for fm, X, p, w in zip(maps, Xs, parts, widths):
+        if p is None:
+            _rff_into(fm, X, F[:, a:a + w].T)
+        else:
+            F[:, a:a + w] = p
+        a += w
     return F
+
+
+def _rff_into(fm: Any, X: Array, out_T: NDArray[Any]) -> None:
+    r"""Write :math:`\sqrt{2/D}\cos(\Omega^\top x + b)` for the rows of ``X`` into ``out_T``.
+
+    ``out_T`` is the (D x b) C-contiguous transpose of a column block of the
+    chunk's buffer. One GEMM with the phases folded in
+    (:math:`[\Omega; b]^\top [X, 1]^\top`), then torch's multi-threaded cosine
+    in place (measured 4.4 ns per entry against numpy's 19 on 2 cores).
+    """
+    import torch
+
+    dt = out_T.dtype
+    W = np.vstack([fm.omega_, fm.offset_[None, :]]).astype(dt)
+    Xa = np.empty((X.shape[0], X.shape[1] + 1), dtype=dt)
+    Xa[:, :-1] = X
+    Xa[:, -1] = 1.0
+    np.matmul(W.T, Xa.T, out=out_T)
+    T = torch.from_numpy(out_T)
+    T.cos_()
+    T.mul_(float(np.sqrt(2.0 / fm.n_features_out_)))
 
 
 def _rff_torch(fm: Any, X: Array, device: Any, dtype: str) -> Any:
@@ -275,11 +305,11 @@ class _NumpyAccumulator:
         mean_b = F.mean(axis=0, dtype=np.float64)
         F -= mean_b.astype(F.dtype)                     # F is chunk_features' own buffer
         if self.single:
-            Sb = _blas.ssyrk(1.0, F.T, trans=0, lower=0)   # F^T F in float32
+            Sb = _blas.ssyrk(1.0, F, trans=1, lower=0)     # F^T F in float32
             self.S += Sb
         else:
-            # F.T is Fortran-ordered: syrk reads it without a copy and adds F^T F in place
-            self.S = _blas.dsyrk(1.0, F.T, beta=1.0, c=self.S, trans=0, lower=0, overwrite_c=1)
+            # F is Fortran-ordered: syrk reads it without a copy and adds F^T F in place
+            self.S = _blas.dsyrk(1.0, F, beta=1.0, c=self.S, trans=1, lower=0, overwrite_c=1)
         self._merge_mean(mean_b, b)
 
     def _merge_mean(self, mean_b: Array, b: int) -> None:
@@ -455,11 +485,12 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     bs = batch_size or default_batch_size(D)
     acc: Any = _NumpyAccumulator(D, dtype) if device is None else _TorchAccumulator(D, device, dtype)
     bar = progress_bar(n, "feature moments", progress)
+    buffer = None
     try:
         for sl in iter_row_chunks(n, bs):
             chunks = [X[sl] for X in Xs]
-            F = (chunk_features(maps, chunks, dtype) if device is None
-                 else _features_torch(maps, chunks, device, dtype))
+            F = buffer = (chunk_features(maps, chunks, dtype, out=buffer) if device is None
+                          else _features_torch(maps, chunks, device, dtype))
             _check_chunk(F, sl.start)
             acc.add(F)
             if bar is not None:

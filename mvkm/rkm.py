@@ -579,8 +579,11 @@ class MultiViewRKM(BaseEstimator):
         W = np.linalg.solve(Gamma, np.vstack(self.U_).T).T     # H = Phi_c U Gamma^{-1} = Phi_c W
         offset = np.concatenate(self._feature_means) @ W        # the features' mean, projected
 
+        buffer: list[Any] = [None]
+
         def latent(*chunks: Any) -> NDArray[np.float64]:
-            return chunk_features(self._maps, chunks) @ W - offset
+            buffer[0] = chunk_features(self._maps, chunks, out=buffer[0])
+            return buffer[0] @ W - offset
 
         H = map_rows(latent, Xs, batch_size=self.batch_size, n_out=s, progress=self.progress,
                      desc="latent variables")
