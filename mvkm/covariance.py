@@ -369,18 +369,12 @@ class _TorchAccumulator:
 
 # ---------------------------------------------------------------- the reduction
 def _chunk_moments(maps: Sequence[Any], chunks: Sequence[Array], dims: list[int],
-                   dtype: str, device: Any = None) -> FeatureMoments:
-    """The moments of one block of rows (used per Dask block)."""
-    D = int(sum(dims))
-    if device is None:
-        acc: Any = _NumpyAccumulator(D, dtype)
-        F = chunk_features(maps, chunks, dtype)
-    else:
-        acc = _TorchAccumulator(D, device, dtype)
-        F = _features_torch(maps, chunks, device, dtype)
-    _check_chunk(F, 0)
-    acc.add(F)
-    return acc.result(dims)
+                   dtype: str, device: Any = None, batch_size: int | None = None) -> FeatureMoments:
+    """The moments of one block of rows (one Dask block), itself streamed in batches."""
+    out = feature_moments([np.asarray(c) for c in chunks], maps, batch_size=batch_size,
+                          device=device, dtype=dtype, progress=False)
+    out.dims = list(dims)
+    return out
 
 
 def _merge_all(*parts: FeatureMoments) -> FeatureMoments:
@@ -426,8 +420,8 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
         One per view, each with ``transform`` (and ``n_features_out_``, or an
         output width found from the first chunk).
     batch_size : int, optional
-        Rows per chunk (numpy views). ``None``: chunks of about 64 MiB of
-        features. Ignored for dask views (their chunks are the blocks).
+        Rows per chunk. ``None``: chunks of about 64 MiB of features. Dask
+        views are reduced block by block, each block in chunks of this size.
     device : str or torch.device, optional
         ``None``: numpy (BLAS ``syrk``). Otherwise a torch device such as
         ``"cpu"`` or ``"cuda"``: features (for the identity and random
@@ -477,7 +471,8 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     if device is not None:
         device = check_device(device)
     if any(is_dask_array(X) for X in views):
-        return _dask_moments(views, maps, dtype=dtype, device=device, split_every=split_every)
+        return _dask_moments(views, maps, dtype=dtype, device=device, split_every=split_every,
+                             batch_size=batch_size)
     Xs = [check_array(np.asarray(X)[:, None] if np.ndim(X) == 1 else X, f"views[{v}]")
           for v, X in enumerate(views)]
     dims = _feature_dims(maps, Xs)
@@ -512,14 +507,14 @@ def _feature_dims(maps: Sequence[Any], Xs: Sequence[Any]) -> list[int]:
 
 
 def _dask_moments(views: Sequence[Any], maps: Sequence[Any], *, dtype: str, device: Any,
-                  split_every: int) -> FeatureMoments:
+                  split_every: int, batch_size: int | None) -> FeatureMoments:
     import dask
 
     blocks, _ = aligned_blocks(views)
     dims = _feature_dims(maps, [np.asarray(v[:1]) for v in views])
     part = dask.delayed(_chunk_moments, pure=True)
     merge = dask.delayed(_merge_all, pure=True)
-    partials = [part(list(maps), list(chunk), dims, dtype, device)
+    partials = [part(list(maps), list(chunk), dims, dtype, device, batch_size)
                 for chunk in zip(*blocks)]
     total = _tree_reduce(partials, merge, split_every=max(2, int(split_every)))
     (result,) = dask.compute(total)
