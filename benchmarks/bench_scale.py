@@ -23,7 +23,8 @@ resident memory is its own):
   times for 100x the data.
 * **float32**: features and chunk products in single precision, merged in
   float64; eigenvalues against the float64 fit.
-* **Dask**: the same fit on ``dask.array`` views (row chunks of 62,500) on a
+* **Dask**: the same fit on ``dask.array`` views (row blocks of 62,500, each
+  reduced by its worker in chunks of 8192 rows) on a
   ``LocalCluster(n_workers=2, threads_per_worker=1, processes=True)``; its
   eigenvalues against the streamed numpy fit, and its wall time over it.
 * ``--device cuda``: the torch path on the GPU (features and products there).
@@ -98,7 +99,7 @@ def child(config: dict) -> dict:
         client = Client(cluster)
         chunk = max(1000, n // 16)
         views = [da.from_array(X, chunks=(chunk, -1)), da.from_array(y, chunks=(chunk, -1))]
-        kw.pop("batch_size")
+        # batch_size: each worker reduces its blocks in chunks of this many rows
     # warm-up on 2000 rows: torch's and BLAS's first-call set-up is not part of a fit's cost
     warm = [X[:2000], y[:2000]]
     if config["mode"] == "dask":                      # the workers' imports too
