@@ -305,7 +305,8 @@ def _rayleigh_ritz(Q: NDArray[np.float64], KQ: NDArray[np.float64]):
 
 def _chebyshev_filter(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64]],
                       V: NDArray[np.float64], KV: NDArray[np.float64],
-                      theta: NDArray[np.float64], k: int) -> NDArray[np.float64]:
+                      theta: NDArray[np.float64], k: int, need: float | None = None
+                      ) -> NDArray[np.float64]:
     r"""Apply :math:`p_m(K)` to the Ritz vectors ``V``, with :math:`p_m` the Chebyshev
     polynomial of the interval :math:`[0, \theta_b]` (damped) mapped to :math:`[-1, 1]`.
 
@@ -317,6 +318,12 @@ def _chebyshev_filter(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64
     The degree is capped so that the growth of the best wanted Ritz vector over
     the worst stays below ``_MAX_FILTER_GROWTH``, which keeps the worst one
     resolvable after the QR factorisation. ``KV = K @ V`` is the first product.
+
+    ``need`` (used by :mod:`mvkm.matfree`, where each product is a full pass over
+    the kernel): also cap the degree at the smallest :math:`m` with
+    :math:`T_m(x_k) \ge` ``need`` (the largest residual over its target), plus
+    one for safety, :math:`x_k = 2\theta_k/\theta_b - 1`; the filter shrinks the
+    unwanted components of the worst wanted Ritz vector by :math:`1/T_m(x_k)`.
     """
     c = float(theta[-1])
     if not c > 0.0 or k == 0:
@@ -331,6 +338,8 @@ def _chebyshev_filter(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64
         degree = _MAX_FILTER_DEGREE
     else:
         degree = int(np.clip(np.log(_MAX_FILTER_GROWTH) // spread, 1, _MAX_FILTER_DEGREE))
+    if need is not None:
+        degree = min(degree, int(np.ceil(np.arccosh(max(need, 1.0)) / np.arccosh(x_worst))) + 1)
     X_prev = V
     X = (KV - half * V) / half
     for _ in range(degree - 1):

@@ -48,10 +48,9 @@ from ._validation import (
 )
 from .kernels import RBF, Kernel, Laplacian, Linear, Polynomial
 from .linalg import (
-    _MAX_FILTER_DEGREE,
-    _MAX_FILTER_GROWTH,
     _MIN_OVERSAMPLING,
     ConvergenceWarning,
+    _chebyshev_filter,
     _orthonormal_basis,
     _rayleigh_ritz,
     flip_signs,
@@ -821,40 +820,14 @@ def matfree_top_eigh(
 def _filter(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64]],
             V: NDArray[np.float64], KV: NDArray[np.float64], theta: NDArray[np.float64],
             k: int, need: float) -> NDArray[np.float64]:
-    r""":func:`mvkm.linalg._chebyshev_filter` with its degree also capped by what is needed.
+    """:func:`mvkm.linalg._chebyshev_filter` with its degree also capped by what is needed.
 
-    The filter of degree :math:`m` (Chebyshev polynomial of :math:`[0, \theta_b]`)
-    shrinks the unwanted components of the worst wanted Ritz vector (value
-    :math:`\theta_k`) by :math:`1/T_m(x_k)`, :math:`x_k = 2\theta_k/\theta_b - 1`.
-    Here each product is a full pass over the kernel, so the degree is the
-    smallest with :math:`T_m(x_k) \ge` ``need`` (the largest residual over its
-    target), plus one for safety, if that is below linalg's degree (its growth
-    cap, at most 8). With a Nystrom start one pass of degree 4-5 often finishes
-    where linalg's rule would spend 8 products.
+    Each product is a full pass over the kernel, so the degree is the smallest
+    that shrinks the largest residual to its target (plus one), if that is below
+    linalg's degree (its growth cap, at most 8). With a Nystrom start one pass of
+    degree 4-5 often finishes where linalg's rule would spend 8 products.
     """
-    c = float(theta[-1])
-    if not c > 0.0 or k == 0:
-        return KV.copy()
-    half = 0.5 * c
-    x_best = (float(theta[0]) - half) / half
-    x_worst = (float(theta[k - 1]) - half) / half
-    if x_worst <= 1.0:
-        return KV.copy()
-    spread = np.arccosh(x_best) - np.arccosh(x_worst)
-    if spread <= 0.0:
-        degree = _MAX_FILTER_DEGREE
-    else:
-        degree = int(np.clip(np.log(_MAX_FILTER_GROWTH) // spread, 1, _MAX_FILTER_DEGREE))
-    if _ADAPTIVE_DEGREE:
-        degree = min(degree, int(np.ceil(np.arccosh(max(need, 1.0)) / np.arccosh(x_worst))) + 1)
-    X_prev = V
-    X = (KV - half * V) / half
-    for _ in range(degree - 1):
-        X_next = (2.0 / half) * (matmat(X) - half * X) - X_prev
-        norms = np.linalg.norm(X_next, axis=0)
-        norms[norms == 0.0] = 1.0
-        X_prev, X = X / norms, X_next / norms
-    return X
+    return _chebyshev_filter(matmat, V, KV, theta, k, need=need if _ADAPTIVE_DEGREE else None)
 
 
 def _block_subspace(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64]],
