@@ -66,7 +66,8 @@ from scipy.linalg import blas as _blas
 
 from ._validation import check_array
 
-__all__ = ["FeatureMoments", "chunk_features", "feature_moments", "fit_feature_map", "is_dask_array", "check_batch_size",
+__all__ = ["FeatureMoments", "chunk_features", "feature_moments", "fit_feature_map", "is_dask_array",
+           "check_batch_size", "check_stream_params",
            "check_device", "iter_row_chunks", "map_rows", "progress_bar"]
 
 Array = NDArray[np.float64]
@@ -98,6 +99,28 @@ def _check_dtype(dtype: Any) -> str:
     if name not in _DTYPES:
         raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
     return name
+
+
+def check_stream_params(formulation: str, batch_size: Any, device: Any, dtype: Any, *,
+                        dual_device: bool) -> None:
+    """The estimators' checks of ``batch_size``, ``device`` and ``dtype`` (clear errors).
+
+    They stream the primal; in the dual they are an error, except ``device``
+    where the dual can use it (``dual_device``: the tiles of the matrix-free dual).
+    """
+    check_batch_size(batch_size)
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
+        raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+    if formulation == "dual" and (batch_size is not None or dtype != "float64"
+                                  or (device is not None and not dual_device)):
+        hint = (" (the dual's kernel matrices can be left unstored with kernel_storage='none')"
+                if dual_device else "")
+        raise ValueError(
+            "batch_size, dtype and device stream the primal formulation (the scatter of "
+            f"explicit features); got formulation='dual' with batch_size={batch_size!r}, "
+            f"dtype={dtype!r}, device={device!r}{hint}")
+    if device is not None:
+        check_device(device)
 
 
 def default_batch_size(n_features: int) -> int:
@@ -179,10 +202,6 @@ class FeatureMoments:
 
 
 # ---------------------------------------------------------------- chunk features
-def _map_name(fm: Any) -> str:
-    return type(fm).__name__
-
-
 def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "float64", *,
                    out: NDArray[Any] | None = None) -> NDArray[Any]:
     """The stacked features ``[phi_1(X_1) | ... | phi_V(X_V)]`` of one chunk of rows.

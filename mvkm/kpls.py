@@ -46,8 +46,7 @@ from sklearn.exceptions import NotFittedError
 from ._validation import check_array, check_random_state, reset_fitted
 from .features import Identity
 from .covariance import (
-    check_batch_size,
-    check_device,
+    check_stream_params,
     feature_moments,
     fit_feature_map,
     is_dask_array,
@@ -223,17 +222,8 @@ class MultiViewKPLS(BaseEstimator):
             raise ValueError(f"center must be True or False, got {self.center!r}")
         if not (isinstance(self.tol, Real) and 0 < self.tol < 1):
             raise ValueError(f"tol must be a float in (0, 1), got {self.tol!r}")
-        check_batch_size(self.batch_size)
-        if self.dtype not in ("float64", "float32"):
-            raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
-        if self.formulation == "dual" and (self.batch_size is not None or self.device is not None
-                                          or self.dtype != "float64"):
-            raise ValueError(
-                "batch_size, device and dtype stream the primal formulation (the scatter of "
-                f"explicit features); got formulation='dual' with batch_size={self.batch_size!r}, "
-                f"device={self.device!r}, dtype={self.dtype!r}")
-        if self.device is not None:
-            check_device(self.device)
+        check_stream_params(self.formulation, self.batch_size, self.device, self.dtype,
+                            dual_device=False)
         kernels = self.kernels
         if kernels is None:
             kernels = Linear()

@@ -83,8 +83,7 @@ from ._validation import (
 )
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
-    check_batch_size,
-    check_device,
+    check_stream_params,
     feature_moments,
     fit_feature_map,
     is_dask_array,
@@ -335,19 +334,10 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if self.feature_map is not None and not (hasattr(self.feature_map, "fit")
                                                  and hasattr(self.feature_map, "transform")):
             raise TypeError(f"feature_map must have fit and transform, got {self.feature_map!r}")
-        check_batch_size(self.batch_size)
-        if self.dtype not in ("float64", "float32"):
-            raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
-        if self.formulation == "dual" and (self.batch_size is not None or self.dtype != "float64"):
-            raise ValueError(
-                "batch_size and dtype stream the primal formulation (the scatter of "
-                f"explicit features); got formulation='dual' with batch_size={self.batch_size!r}, "
-                f"dtype={self.dtype!r} (the dual's kernel matrix can be left unstored with "
-                "kernel_storage='none')")
+        check_stream_params(self.formulation, self.batch_size, self.device, self.dtype,
+                            dual_device=True)
         if self.kernel_storage not in ("auto", "dense", "none"):
             raise ValueError(f"kernel_storage must be 'auto', 'dense' or 'none', got {self.kernel_storage!r}")
-        if self.device is not None:
-            check_device(self.device)
         if (self.formulation == "primal" and self.kernel is not None
                 and not isinstance(self.kernel, Linear)):
             raise ValueError(

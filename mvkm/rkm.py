@@ -36,8 +36,7 @@ from ._validation import (
 )
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
-    check_batch_size,
-    check_device,
+    check_stream_params,
     chunk_features,
     feature_moments,
     fit_feature_map,
@@ -335,21 +334,12 @@ class MultiViewRKM(BaseEstimator):
         if self.kernels is not None and self.feature_maps is not None:
             raise ValueError("give kernels or feature_maps, not both")
         check_positive(self.tol, "tol")
-        check_batch_size(self.batch_size)
-        if self.dtype not in ("float64", "float32"):
-            raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
-        if self.formulation == "dual" and (self.batch_size is not None or self.dtype != "float64"):
-            raise ValueError(
-                "batch_size and dtype stream the primal formulation (the covariance of "
-                f"explicit features); got formulation='dual' with batch_size={self.batch_size!r}, "
-                f"dtype={self.dtype!r} (the dual's kernel matrices can be left unstored with "
-                "kernel_storage='none')")
+        check_stream_params(self.formulation, self.batch_size, self.device, self.dtype,
+                            dual_device=True)
         if self.kernel_storage not in ("auto", "dense", "none"):
             raise ValueError(f"kernel_storage must be 'auto', 'dense' or 'none', got {self.kernel_storage!r}")
         if self.formulation == "dual" and self.kernel_storage == "none" and self.solver != "eig":
             raise ValueError("kernel_storage='none' needs solver='eig' (a block subspace iteration)")
-        if self.device is not None:
-            check_device(self.device)
 
     @staticmethod
     def _check_views(views: Any, n_views: int | None = None, *,
