@@ -66,7 +66,8 @@ from scipy.linalg import blas as _blas
 
 from ._validation import check_array
 
-__all__ = ["FeatureMoments", "chunk_features", "feature_moments", "fit_feature_map", "is_dask_array",
+__all__ = ["FeatureMoments", "chunk_features", "feature_moments", "features_times", "fit_feature_map",
+           "is_dask_array", "view_scales", "column_scales",
            "check_batch_size", "check_stream_params",
            "check_device", "iter_row_chunks", "map_rows", "progress_bar"]
 
@@ -203,17 +204,24 @@ class FeatureMoments:
 
 # ---------------------------------------------------------------- chunk features
 def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "float64", *,
-                   out: NDArray[Any] | None = None) -> NDArray[Any]:
-    """The stacked features ``[phi_1(X_1) | ... | phi_V(X_V)]`` of one chunk of rows.
+                   out: NDArray[Any] | None = None, scaled: bool = True) -> NDArray[Any]:
+    r"""The stacked features ``[phi_1(X_1) | ... | phi_V(X_V)]`` of one chunk of rows.
 
-    A new ``b x D`` array in Fortran (column-major) order (float64, or float32
+    A ``b x D`` array in Fortran (column-major) order (float64, or float32
     with ``dtype="float32"``), written view by view into one buffer: each view's
     columns are then one contiguous block, which random Fourier features fill in
     place (:func:`_rff_into`, no copy; equal to
     :meth:`~mvkm.features.RandomFourierFeatures.transform` up to round-off), and
     BLAS ``syrk`` reads the buffer without a copy. Other maps run their ``transform``.
-    ``out``, a buffer of the right shape, order and dtype from an earlier chunk, is
-    reused (a fresh buffer of 100 MB costs its page faults again at every chunk).
+
+    ``out`` is a workspace reused from chunk to chunk (a fresh buffer of 100 MB
+    costs its page faults again at every chunk): a 1-d array of the right dtype
+    with at least ``b * D`` entries, whose first ``b * D`` entries become the
+    result (so a smaller last chunk reuses it too), or a ``b x D`` Fortran-ordered
+    array. Otherwise a new array is returned. ``scaled=False`` leaves out the
+    constant factor :math:`\sqrt{2/D_v}` of random Fourier features (the
+    caller applies :func:`view_scales` to the products instead: one pass over
+    the chunk fewer).
     """
     from .features import RandomFourierFeatures
 
@@ -225,27 +233,74 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
                         for fm, X, D in zip(maps, Xs, dims)]
     widths = [D if D else p.shape[1] for D, p in zip(dims, parts)]
     shape = (b, sum(widths))
-    if out is not None and out.shape == shape and out.dtype == want and out.flags.f_contiguous:
+    size = shape[0] * shape[1]
+    if out is not None and out.ndim == 1 and out.dtype == want and out.size >= size:
+        F = out[:size].reshape(shape, order="F")
+    elif out is not None and out.shape == shape and out.dtype == want and out.flags.f_contiguous:
         F = out
     else:
         F = np.empty(shape, dtype=want, order="F")
     a = 0
     for fm, X, p, w in zip(maps, Xs, parts, widths):
         if p is None:
-            _rff_into(fm, X, F[:, a:a + w].T)
+            _rff_into(fm, X, F[:, a:a + w].T, scaled=scaled)
         else:
             F[:, a:a + w] = p
         a += w
     return F
 
 
-def _rff_into(fm: Any, X: Array, out_T: NDArray[Any]) -> None:
+def view_scales(maps: Sequence[Any]) -> list[float]:
+    r"""The factor ``chunk_features(..., scaled=False)`` leaves out of each view's features.
+
+    :math:`\sqrt{2/D_v}` for random Fourier features, 1 for every other map.
+    """
+    from .features import RandomFourierFeatures
+
+    return [float(np.sqrt(2.0 / fm.n_features_out_)) if isinstance(fm, RandomFourierFeatures)
+            else 1.0 for fm in maps]
+
+
+def column_scales(maps: Sequence[Any], dims: Sequence[int]) -> Array:
+    """:func:`view_scales` repeated over each view's ``D_v`` columns (a vector of length D)."""
+    return np.repeat(np.asarray(view_scales(maps)), np.asarray(dims, dtype=int))
+
+
+def features_times(maps: Sequence[Any], chunks: Sequence[Any], A: Array, *,
+                   out: NDArray[Any] | None = None) -> Array:
+    """``chunk_features(maps, chunks) @ A`` for one chunk of rows (b x k), in one pass.
+
+    The features are computed unscaled into the workspace ``out`` (see
+    :func:`chunk_features`) and the scale of random Fourier features is folded
+    into the rows of ``A``; the product runs in torch, as the features do (one
+    thread pool for the whole pass).
+    """
+    import torch
+
+    F = chunk_features(maps, chunks, out=out, scaled=False)
+    c = column_scales(maps, [F.shape[1]] if len(maps) == 1 else _dims_of(maps, F.shape[1]))
+    AcT = np.ascontiguousarray((A * c[:, None]).T)
+    # (A^T F^T)^T: F^T is C-ordered, which torch's BLAS reads 3x faster than F (measured)
+    return torch.mm(torch.from_numpy(AcT), torch.from_numpy(F).T).numpy().T
+
+
+def _dims_of(maps: Sequence[Any], D: int) -> list[int]:
+    dims = [int(getattr(fm, "n_features_out_", -1)) for fm in maps]
+    if any(d < 0 for d in dims) or sum(dims) != D:
+        raise ValueError("every feature map needs n_features_out_ to fold its scale")
+    return dims
+
+
+def _rff_into(fm: Any, X: Array, out_T: NDArray[Any], scaled: bool = True) -> None:
     r"""Write :math:`\sqrt{2/D}\cos(\Omega^\top x + b)` for the rows of ``X`` into ``out_T``.
 
     ``out_T`` is the (D x b) C-contiguous transpose of a column block of the
     chunk's buffer. One GEMM with the phases folded in
     (:math:`[\Omega; b]^\top [X, 1]^\top`), then torch's multi-threaded cosine
-    in place (measured 4.4 ns per entry against numpy's 19 on 2 cores).
+    in place (measured 4.4 ns per entry against numpy's 19 on 2 cores); both
+    in torch, so that the pass does not switch between two thread pools
+    (BLAS's threads spin for a while after each call and slow the next one of
+    another pool). ``scaled=False`` leaves out :math:`\sqrt{2/D}`.
     """
     import torch
 
@@ -254,10 +309,11 @@ def _rff_into(fm: Any, X: Array, out_T: NDArray[Any]) -> None:
     Xa = np.empty((X.shape[0], X.shape[1] + 1), dtype=dt)
     Xa[:, :-1] = X
     Xa[:, -1] = 1.0
-    np.matmul(W.T, Xa.T, out=out_T)
     T = torch.from_numpy(out_T)
+    torch.mm(torch.from_numpy(W).T, torch.from_numpy(Xa).T, out=T)
     T.cos_()
-    T.mul_(float(np.sqrt(2.0 / fm.n_features_out_)))
+    if scaled:
+        T.mul_(float(np.sqrt(2.0 / fm.n_features_out_)))
 
 
 def _rff_torch(fm: Any, X: Array, device: Any, dtype: str) -> Any:
@@ -309,20 +365,44 @@ def _check_chunk(F: Any, i0: int) -> None:
 
 # ---------------------------------------------------------------- accumulators
 class _NumpyAccumulator:
-    """Running moments in numpy: per chunk one ``syrk`` into the upper triangle."""
+    r"""Running moments in numpy: per chunk one ``syrk`` into the upper triangle.
 
-    def __init__(self, D: int, dtype: str) -> None:
+    Chunks arrive with the features of random Fourier maps unscaled
+    (``chunk_features(..., scaled=False)``); the per-view factors are applied
+    once to the result (:math:`S \leftarrow \mathrm{diag}(c)\, S\, \mathrm{diag}(c)`,
+    :math:`\bar\phi \leftarrow c \odot \bar\phi`), which is exact since
+    the scatter and the mean are bilinear and linear in the columns. Chan's
+    rank-one merge terms :math:`\tfrac{n_a n_b}{n}\delta\delta^\top` are kept
+    as rows :math:`\sqrt{n_a n_b / n}\,\delta^\top` and added at the end by one
+    ``syrk`` (the same sum, one product instead of a D x D update per chunk).
+    """
+
+    def __init__(self, D: int, dtype: str, view_scale: Sequence[float], dims: Sequence[int]) -> None:
         self.n = 0
         self.mean = np.zeros(D)
         self.S = np.zeros((D, D), order="F")           # upper triangle in use
         self.maxsq = 0.0
         self.single = dtype == "float32"
+        self.scale = [float(c) for c in view_scale]
+        self.bounds = np.cumsum([0] + [int(d) for d in dims])
+        self.cross: list[Array] = []
 
-    def add(self, F: NDArray[Any]) -> None:
+    def add(self, F: NDArray[Any], i0: int) -> None:
+        import torch
+
         b = F.shape[0]
-        self.maxsq = max(self.maxsq, float(np.max(np.einsum("ij,ij->i", F, F))))
-        mean_b = F.mean(axis=0, dtype=np.float64)
-        F -= mean_b.astype(F.dtype)                     # F is chunk_features' own buffer
+        T = torch.from_numpy(F)
+        mean_b = T.sum(dim=0, dtype=torch.float64).numpy() / b     # multi-threaded
+        if not np.isfinite(mean_b).all():               # a NaN or inf anywhere reaches its column sum
+            raise ValueError(
+                f"the features of rows {i0}.. are not finite (NaN or inf): check the views "
+                "and the feature maps")
+        rowsq = np.zeros(b)
+        for c, lo, hi in zip(self.scale, self.bounds[:-1], self.bounds[1:]):
+            Fv = F[:, lo:hi]
+            rowsq += (c * c) * np.einsum("ij,ij->i", Fv, Fv)
+        self.maxsq = max(self.maxsq, float(rowsq.max()))
+        T.sub_(torch.from_numpy(mean_b.astype(F.dtype)))   # F is chunk_features' own buffer
         if self.single:
             Sb = _blas.ssyrk(1.0, F, trans=1, lower=0)     # F^T F in float32
             self.S += Sb
@@ -337,14 +417,35 @@ class _NumpyAccumulator:
             return
         n = self.n + b
         delta = mean_b - self.mean
-        self.S += (self.n * b / n) * np.outer(delta, delta)
+        self.cross.append(np.sqrt(self.n * b / n) * delta)   # Chan's term, added in result()
         self.mean = self.mean + (b / n) * delta
         self.n = n
 
     def result(self, dims: list[int]) -> FeatureMoments:
-        S = np.triu(self.S)
-        S = S + np.triu(S, 1).T
-        return FeatureMoments(self.n, self.mean, np.ascontiguousarray(S), dims, self.maxsq)
+        S = self.S
+        if self.cross:
+            R = np.asfortranarray(np.array(self.cross))
+            S = _blas.dsyrk(1.0, R, beta=1.0, c=S, trans=1, lower=0, overwrite_c=1)
+        mean = self.mean
+        if any(c != 1.0 for c in self.scale):
+            col = np.repeat(np.asarray(self.scale), np.diff(self.bounds))
+            S *= col[:, None]
+            S *= col[None, :]
+            mean = mean * col
+        _symmetrize_upper(S)
+        # S is symmetric and Fortran-ordered: its transpose is the C-ordered matrix, no copy
+        return FeatureMoments(self.n, mean, S.T, dims, self.maxsq)
+
+
+def _symmetrize_upper(S: NDArray[Any], block: int = 256) -> None:
+    """Copy the upper triangle of the square ``S`` onto its lower triangle, in place."""
+    D = S.shape[0]
+    for i0 in range(0, D, block):
+        i1 = min(D, i0 + block)
+        S[i1:, i0:i1] = S[i0:i1, i1:].T
+        d = S[i0:i1, i0:i1]
+        low = np.tril_indices(i1 - i0, -1)
+        d[low] = d.T[low]
 
 
 class _TorchAccumulator:
@@ -497,16 +598,20 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     dims = _feature_dims(maps, Xs)
     D = int(sum(dims))
     bs = batch_size or default_batch_size(D)
-    acc: Any = _NumpyAccumulator(D, dtype) if device is None else _TorchAccumulator(D, device, dtype)
+    acc: Any = (_NumpyAccumulator(D, dtype, view_scales(maps), dims) if device is None
+                else _TorchAccumulator(D, device, dtype))
     bar = progress_bar(n, "feature moments", progress)
-    buffer = None
+    # one workspace for every chunk, the last (smaller) one included
+    work = np.empty(min(bs, n) * D, dtype=np.float32 if dtype == "float32" else np.float64)
     try:
         for sl in iter_row_chunks(n, bs):
             chunks = [X[sl] for X in Xs]
-            F = buffer = (chunk_features(maps, chunks, dtype, out=buffer) if device is None
-                          else _features_torch(maps, chunks, device, dtype))
-            _check_chunk(F, sl.start)
-            acc.add(F)
+            if device is None:
+                acc.add(chunk_features(maps, chunks, dtype, out=work, scaled=False), sl.start)
+            else:
+                F = _features_torch(maps, chunks, device, dtype)
+                _check_chunk(F, sl.start)
+                acc.add(F)
             if bar is not None:
                 bar.update(sl.stop - sl.start)
     finally:

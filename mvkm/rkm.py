@@ -39,6 +39,7 @@ from .covariance import (
     check_stream_params,
     chunk_features,
     feature_moments,
+    features_times,
     fit_feature_map,
     is_dask_array,
     map_rows,
@@ -569,11 +570,12 @@ class MultiViewRKM(BaseEstimator):
         W = np.linalg.solve(Gamma, np.vstack(self.U_).T).T     # H = Phi_c U Gamma^{-1} = Phi_c W
         offset = np.concatenate(self._feature_means) @ W        # the features' mean, projected
 
-        buffer: list[Any] = [None]
+        step = self.batch_size or int(Xs[0].shape[0])
+        work = None if any(is_dask_array(X) for X in Xs) else np.empty(
+            min(step, int(Xs[0].shape[0])) * sum(self.feature_dims_))   # reused by every chunk
 
         def latent(*chunks: Any) -> NDArray[np.float64]:
-            buffer[0] = chunk_features(self._maps, chunks, out=buffer[0])
-            return buffer[0] @ W - offset
+            return features_times(self._maps, chunks, W, out=work) - offset
 
         H = map_rows(latent, Xs, batch_size=self.batch_size, n_out=s, progress=self.progress,
                      desc="latent variables")

@@ -266,8 +266,8 @@ MUTANTS: list[Mutant] = [
         "streamed scatter merged without Chan's (n_a n_b / n) delta delta^T term: each chunk "
         "centred on its own mean only",
         "covariance.py",
-        "        self.S += (self.n * b / n) * np.outer(delta, delta)\n",
-        "        self.S += 0.0 * np.outer(delta, delta)\n",
+        "        self.cross.append(np.sqrt(self.n * b / n) * delta)   # Chan's term, added in result()\n",
+        "        self.cross.append(0.0 * delta)\n",
         "feature_moments and the streamed primal fits (numpy chunks)",
     ),
     Mutant(
