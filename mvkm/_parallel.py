@@ -57,17 +57,28 @@ def limit_threads(n_jobs: int | None) -> Iterator[None]:
         _N_JOBS.reset(token)
 
 
+def _controller() -> Any:
+    """One ``threadpoolctl.ThreadpoolController`` for the process (made at first use).
+
+    ``threadpool_limits`` scans the loaded libraries at every call (2 ms, measured),
+    which a pass over a 1000 x 1000 matrix does not repay; the controller keeps
+    the libraries found when it was made (numpy's and scipy's BLAS are loaded by
+    then, since :mod:`mvkm` imports both).
+    """
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER
+
+
 def _user_limit() -> int | None:
     """The thread limit the user set: threadpoolctl's current BLAS/OpenMP limit, or the
     environment (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``)."""
-    global _CONTROLLER
     limits: list[int] = []
     try:  # the current limits: the environment at start-up, or a threadpool_limits block
-        from threadpoolctl import ThreadpoolController
-
-        if _CONTROLLER is None:
-            _CONTROLLER = ThreadpoolController()
-        limits = [int(info["num_threads"]) for info in _CONTROLLER.info()
+        limits = [int(info["num_threads"]) for info in _controller().info()
                   if info.get("user_api") in ("blas", "openmp") and info.get("num_threads")]
     except Exception:  # pragma: no cover - threadpoolctl unusable: the environment decides
         pass
@@ -109,10 +120,8 @@ def run_parallel(task: Callable[[T], Any], items: Iterable[T], n: int) -> list[A
     items = list(items)
     if len(items) <= 1:
         return [task(item) for item in items]
-    from threadpoolctl import threadpool_limits
-
     workers = n_threads() if n >= _PARALLEL_MIN_N else 1
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _controller().limit(limits=1, user_api="blas"):
         if workers == 1:
             return [task(item) for item in items]
         with ThreadPoolExecutor(workers) as pool:

@@ -36,7 +36,7 @@ import mvkm.linalg as linalg_module
 from mvkm.kernels import RBF, center_gram
 from mvkm.linalg import ConvergenceWarning, flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
 
-METHODS = ["dense", "arpack", "subspace", "auto"]
+METHODS = ["dense", "lanczos", "arpack", "subspace", "auto"]
 EIG_RTOL = 1e-8      # eigenvalues, relative to lambda_1 (see module docstring)
 VEC_TOL = 1e-7       # eigenvectors / subspaces (residual tol / relative gap)
 RES_RTOL = 1e-9      # residual norms, relative to lambda_1
@@ -184,7 +184,7 @@ def test_top_eigh_clustered_spectrum_s144(method, clustered):
 def test_methods_agree_on_clustered_eigenvalues(clustered):
     K, _ = clustered
     w_dense, _ = top_eigh(K, 144, "dense")
-    for method in ("arpack", "subspace"):
+    for method in ("lanczos", "arpack", "subspace"):
         w, _ = top_eigh(K, 144, method)
         assert np.max(np.abs(w - w_dense)) <= EIG_RTOL * w_dense[0]
 
@@ -205,7 +205,7 @@ def test_deterministic_descending_and_sign_convention(method, rbf_centred):
     assert np.array_equal(flip_signs(V1), V1)
 
 
-@pytest.mark.parametrize("method", ["arpack", "subspace"])
+@pytest.mark.parametrize("method", ["lanczos", "arpack", "subspace"])
 def test_random_state_changes_start_not_result(method, separated):
     w0, V0 = top_eigh(separated, 4, method, random_state=0)
     w1, V1 = top_eigh(separated, 4, method, random_state=np.random.default_rng(123))
@@ -216,7 +216,7 @@ def test_random_state_changes_start_not_result(method, separated):
 def test_auto_rule(monkeypatch, separated):
     K = separated[:100, :100]
     monkeypatch.setattr(linalg_module, "_AUTO_DENSE_MAX_N", 50)
-    for s, expected in [(5, "arpack"), (20, "dense")]:    # 20 > 0.08 * 100
+    for s, expected in [(5, "lanczos"), (20, "dense")]:    # 20 > 0.08 * 100
         w_a, V_a = top_eigh(K, s, "auto")
         w_e, V_e = top_eigh(K, s, expected)
         assert np.array_equal(w_a, w_e) and np.array_equal(V_a, V_e)
@@ -258,7 +258,7 @@ def test_rank_deficient_matrix():
     X = np.random.default_rng(6).standard_normal((80, 4))
     K = center_gram(X @ X.T)
     w_ref, _ = reference(K, 6)
-    for method in ("dense", "arpack", "subspace"):
+    for method in ("dense", "lanczos", "arpack", "subspace"):
         w, V = top_eigh(K, 6, method)
         assert np.max(np.abs(w - w_ref)) <= EIG_RTOL * w_ref[0]
         assert np.max(np.abs(w[4:])) <= 1e-10 * w_ref[0]
@@ -270,7 +270,7 @@ def test_indefinite_symmetric_dense_and_arpack():
     """Not PSD: dense and ARPACK still return the algebraically largest pairs."""
     K = with_spectrum(np.linspace(-5.0, 1.0, 50), seed=7)
     w_ref, _ = reference(K, 3)
-    for method in ("dense", "arpack"):
+    for method in ("dense", "lanczos", "arpack"):
         w, _ = top_eigh(K, 3, method)
         assert np.max(np.abs(w - w_ref)) <= EIG_RTOL * 5.0
 
@@ -281,7 +281,7 @@ def test_check_symmetric_false_skips_the_symmetry_test(separated):
     with pytest.raises(ValueError, match="symmetric"):
         top_eigh(K, 3)
     w_low, _ = reference(np.tril(K) + np.tril(K, -1).T, 3)
-    for method in ("dense", "arpack"):           # both read the lower triangle only
+    for method in ("dense", "lanczos", "arpack"):   # all read the lower triangle only
         w, _ = top_eigh(K, 3, method, check_symmetric=False)
         assert np.max(np.abs(w - w_low)) <= EIG_RTOL * w_low[0]
     K[5, 5] = np.nan
@@ -300,6 +300,55 @@ def test_subspace_warns_at_max_iter(clustered):
 def test_arpack_raises_at_max_iter(wishart):
     with pytest.raises(ArpackNoConvergence, match="max_iter=1"):
         top_eigh(wishart, 3, "arpack", max_iter=1)
+
+
+def test_lanczos_thick_restarts(monkeypatch, wishart, clustered):
+    """With the basis capped at 3s + 20 vectors the solver must restart (it counts
+    more products than the cap) and still return numpy's eigenpairs; max_iter caps
+    the restarts, and the error carries the current approximations."""
+    from mvkm import linalg as L
+
+    monkeypatch.setattr(L, "_LANCZOS_MAX_BASIS", 1)     # cap = 3 s + 20
+    for K, s in ((wishart, 3), (clustered[0], 10)):
+        counter = {"n": 0}
+        real = L._blas
+
+        class Counting:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def dsymv(self, *args, **kwargs):
+                counter["n"] += 1
+                return real.dsymv(*args, **kwargs)
+
+        monkeypatch.setattr(L, "_blas", Counting())
+        w, V = top_eigh(K, s, "lanczos")
+        monkeypatch.setattr(L, "_blas", real)
+        assert counter["n"] > 3 * s + 20                # restarted at least once
+        w_ref, V_ref = reference(K, s)
+        assert np.max(np.abs(w - w_ref)) <= EIG_RTOL * w_ref[0]
+        assert np.max(np.abs(V.T @ V - np.eye(s))) <= 1e-10
+        assert np.max(residuals(K, w, V)) <= RES_RTOL * w_ref[0]
+    with pytest.raises(ArpackNoConvergence, match="max_iter=1") as info:
+        top_eigh(clustered[0], 10, "lanczos", max_iter=1)
+    assert info.value.eigenvalues.shape == (10,) and info.value.eigenvectors.shape == (600, 10)
+
+
+def test_lanczos_breakdown_and_input_order():
+    """A rank-2 matrix asked for 4 pairs: the Krylov space is invariant after 2
+    products, and the solver must restart from new directions (the zero pairs);
+    a Fortran-ordered K gives the same numbers without a copy."""
+    X = np.random.default_rng(9).standard_normal((40, 2))
+    K = X @ X.T
+    w_ref, _ = reference(K, 4)
+    w, V = top_eigh(K, 4, "lanczos")
+    assert np.max(np.abs(w - w_ref)) <= EIG_RTOL * w_ref[0]
+    assert np.max(np.abs(w[2:])) <= 1e-10 * w_ref[0]
+    assert np.max(np.abs(V.T @ V - np.eye(4))) <= 1e-10
+    wf, Vf = top_eigh(np.asfortranarray(K), 4, "lanczos")
+    assert np.max(np.abs(wf - w)) <= 1e-12 * w[0]
+    with pytest.raises(TypeError, match="method='lanczos' needs K as a dense array"):
+        top_eigh(sp.csr_array(K), 2, "lanczos")
 
 
 def test_no_warning_on_normal_use(rbf_centred):
@@ -324,7 +373,7 @@ def test_property_small_psd_matrices(A, data):
     K = A @ A.T
     n = K.shape[0]
     lam_1 = max(float(np.linalg.eigvalsh(K)[-1]), 1e-300)
-    method = data.draw(st.sampled_from(["dense", "arpack", "subspace"]))
+    method = data.draw(st.sampled_from(["dense", "lanczos", "arpack", "subspace"]))
     upper = n if method == "dense" else n - 1
     s = data.draw(st.integers(1, upper))
     w_ref = np.linalg.eigvalsh(K)[::-1][:s]
@@ -376,8 +425,9 @@ def test_bad_n_components(method, s, exc, match):
 
 def test_bad_options():
     K = np.eye(6)
-    with pytest.raises(ValueError, match="method must be one of 'auto', 'dense', 'arpack', 'subspace'"):
-        top_eigh(K, 2, "lanczos")
+    with pytest.raises(ValueError,
+                       match="method must be one of 'auto', 'dense', 'lanczos', 'arpack', 'subspace'"):
+        top_eigh(K, 2, "lobpcg")
     with pytest.raises(ValueError, match="tol"):
         top_eigh(K, 2, "arpack", tol=-1.0)
     with pytest.raises(ValueError, match="tol must be > 0 for method='subspace'"):
@@ -476,7 +526,7 @@ def test_rotate_to_diagonal_bad_gamma():
         rotate_to_diagonal(A, np.eye(4))
 
 
-@pytest.mark.parametrize("method", ["dense", "arpack", "subspace", "auto"])
+@pytest.mark.parametrize("method", ["dense", "lanczos", "arpack", "subspace", "auto"])
 def test_implicit_centering_matches_explicit_center_gram(method):
     # top_eigh(K, center=True) must give the eigenpairs of M_c K M_c (formed
     # explicitly by center_gram, an independent O(n^2) formula): eigenvalues to
