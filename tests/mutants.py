@@ -128,6 +128,15 @@ MUTANTS: list[Mutant] = [
         "top_eigh, flip_signs convention",
     ),
     Mutant(
+        "lanczos_residual_wrong_row",
+        "Lanczos tests each Ritz pair's residual with the first entry of its coefficient "
+        "vector instead of the last (|beta y_1| for |beta y_m|): it stops too early or too late",
+        "linalg.py",
+        "            residual = np.abs(beta * Y[m - 1, :s])\n",
+        "            residual = np.abs(beta * Y[0, :s])\n",
+        "top_eigh(method='lanczos'), the default for dense n > 1000",
+    ),
+    Mutant(
         "rotate_unordered",
         "rotate_to_diagonal sorts Gamma's eigenvalues descending but rotates with the "
         "eigenvectors in eigh's ascending order",
