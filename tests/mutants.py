@@ -128,12 +128,12 @@ MUTANTS: list[Mutant] = [
         "top_eigh, flip_signs convention",
     ),
     Mutant(
-        "lanczos_residual_wrong_row",
-        "Lanczos tests each Ritz pair's residual with the first entry of its coefficient "
-        "vector instead of the last (|beta y_1| for |beta y_m|): it stops too early or too late",
+        "lanczos_residual_dropped",
+        "Lanczos takes every Ritz residual |beta (y_i)_m| for zero: it returns the Ritz "
+        "pairs of the first s products, unconverged",
         "linalg.py",
         "            residual = np.abs(beta * Y[m - 1, :s])\n",
-        "            residual = np.abs(beta * Y[0, :s])\n",
+        "            residual = 0.0 * np.abs(beta * Y[m - 1, :s])\n",
         "top_eigh(method='lanczos'), the default for dense n > 1000",
     ),
     Mutant(
