@@ -24,7 +24,7 @@ from typing import Any
 from . import covariance, datasets, features, kernels, kpls, linalg, ppca, preimage, rkm, smm, timeseries
 from .features import Identity, Nystrom, RandomFourierFeatures
 from .kernels import RBF, Laplacian, Linear, Polynomial, center_gram, center_test_gram
-from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
+from .linalg import flip_signs, kernel_top_eigh, psd_sqrt, rotate_to_diagonal, top_eigh
 from .kpls import MultiViewKPLS
 from .ppca import KernelPPCA
 from .rkm import MultiViewRKM, choose_algorithm
@@ -66,6 +66,7 @@ __all__ = [
     "psd_sqrt",
     "rotate_to_diagonal",
     "top_eigh",
+    "kernel_top_eigh",
     "CayleyAdam",
     "maximize_trace",
     "matfree",

@@ -37,7 +37,8 @@ from ._validation import (
     symmetric_scale,
 )
 
-__all__ = ["ConvergenceWarning", "flip_signs", "psd_sqrt", "rotate_to_diagonal", "top_eigh"]
+__all__ = ["ConvergenceWarning", "flip_signs", "kernel_top_eigh", "psd_sqrt", "rotate_to_diagonal",
+           "top_eigh"]
 
 
 def flip_signs(V: ArrayLike) -> NDArray[np.float64]:
@@ -235,14 +236,15 @@ def _centering_means(K: Any, is_array: bool) -> tuple[NDArray[np.float64], NDArr
     return row, col, float(row.mean())
 
 
-def _symv_operand(K: NDArray[np.float64]) -> tuple[NDArray[np.float64], int]:
+def _symv_operand(K: NDArray[np.float64], upper: bool = False) -> tuple[NDArray[np.float64], int]:
     """``K`` as BLAS ``dsymv`` reads it without a copy, and the ``lower`` flag that
-    makes it read ``K``'s lower triangle (a C-ordered ``K`` is passed as ``K.T``)."""
+    makes it read ``K``'s lower triangle (``upper=True``: its upper triangle); a
+    C-ordered ``K`` is passed as ``K.T``."""
     if K.flags.c_contiguous:
-        return K.T, 0
+        return K.T, int(upper)
     if K.flags.f_contiguous:
-        return K, 1
-    return np.ascontiguousarray(K).T, 0
+        return K, int(not upper)
+    return np.ascontiguousarray(K).T, int(upper)
 
 
 def _subtract_centering(KZ: NDArray[np.float64], Z: NDArray[np.float64],
@@ -311,8 +313,8 @@ def _arpack_top(K: Any, s: int, tol: float, max_iter: int | None, rng: np.random
 
 
 def _lanczos_top(K: NDArray[np.float64], s: int, tol: float, max_iter: int | None,
-                 rng: np.random.Generator, scale: float | None, means: Any = None
-                 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+                 rng: np.random.Generator, scale: float | None, means: Any = None,
+                 upper: bool = False) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Lanczos with full reorthogonalisation and thick restarts, for a dense symmetric ``K``.
 
     The basis :math:`Q_m` grows one BLAS ``dsymv`` product at a time (one
@@ -334,7 +336,8 @@ def _lanczos_top(K: NDArray[np.float64], s: int, tol: float, max_iter: int | Non
     vectors it restarts thick (Wu and Simon, 2000): it keeps the leading half of
     the Ritz vectors and the next Lanczos vector, whose couplings to them come
     back as the first coefficients of the next product. ``max_iter`` caps the
-    restarts (default ``10 n``, as ARPACK).
+    restarts (default ``10 n``, as ARPACK). ``upper=True`` reads the upper
+    triangle of ``K`` instead of the lower one.
     """
     n = K.shape[0]
     if scale is None:
@@ -342,7 +345,7 @@ def _lanczos_top(K: NDArray[np.float64], s: int, tol: float, max_iter: int | Non
     if scale == 0.0:  # K = 0: every unit vector is an eigenvector
         return np.zeros(s), np.eye(n, s)
     alpha = 1.0 / scale
-    A, lower = _symv_operand(K)   # K's lower triangle, without a copy
+    A, lower = _symv_operand(K, upper)   # one triangle of K, without a copy
     eps = np.finfo(float).eps
     tol = tol if tol > 0.0 else eps
     floor = eps ** (2.0 / 3.0)
@@ -405,6 +408,102 @@ def _lanczos_top(K: NDArray[np.float64], s: int, tol: float, max_iter: int | Non
         Q[:, keep] = w / beta
         m = keep + 1
         since_check = 0
+
+
+def kernel_top_eigh(
+    kernel: Any,
+    X: ArrayLike,
+    n_components: int,
+    *,
+    center: bool = True,
+    tol: float | None = None,
+    random_state: int | np.random.Generator | None = 0,
+    n_jobs: int | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    r"""Kernel PCA's eigenproblem from the data: the top eigenpairs of the (centred) Gram matrix.
+
+    The same numbers as ``top_eigh(kernel(X), n_components, center=center)``
+    (to round-off), computed with less work: the Gram matrix is built once,
+    upper triangle only (:func:`mvkm.kernels.upper_gram`: no transposed copies
+    of its tiles), it is symmetric by construction so it is not checked, and
+    the ``"lanczos"`` solver and the centring means read that triangle with
+    BLAS ``dsymv``. Small problems (:math:`n \le 1000`, or
+    :math:`s > 0.08\,n`) go to LAPACK on the full matrix, as ``top_eigh``'s
+    ``"auto"`` does.
+
+    Parameters
+    ----------
+    kernel : mvkm.kernels.Kernel
+        The kernel, e.g. :class:`mvkm.kernels.RBF`.
+    X : array_like of shape (n, d)
+        The points.
+    n_components : int
+        Number :math:`s` of eigenpairs, ``1 <= s <= n - 1``.
+    center : bool, default=True
+        Eigenpairs of the centred Gram matrix :math:`K_c = M_c K M_c` (kernel
+        PCA), with the centring applied inside each product, or of :math:`K`.
+    tol, random_state
+        As in :func:`top_eigh`.
+    n_jobs : int, optional
+        Threads for the kernel's tiles (see :class:`mvkm.kernels.Kernel`).
+
+    Returns
+    -------
+    eigenvalues : ndarray of shape (n_components,)
+        Descending.
+    eigenvectors : ndarray of shape (n, n_components)
+        Orthonormal, signs fixed by :func:`flip_signs`.
+
+    Raises
+    ------
+    TypeError
+        If ``kernel`` is not a :class:`mvkm.kernels.Kernel`.
+    ValueError
+        On bad ``X`` (NaN, inf, wrong shape), ``n_components`` or ``tol``, or
+        a Gram matrix that is not finite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mvkm.kernels import RBF
+    >>> from mvkm.linalg import kernel_top_eigh, top_eigh
+    >>> X = np.random.default_rng(0).normal(size=(1500, 3))
+    >>> lam, V = kernel_top_eigh(RBF(1.0), X, 5)
+    >>> lam_ref, V_ref = top_eigh(RBF(1.0)(X), 5, center=True)
+    >>> bool(np.allclose(lam, lam_ref, rtol=1e-12) and np.allclose(V, V_ref, atol=1e-8))
+    True
+    """
+    from .kernels import Kernel, upper_gram
+
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be an mvkm.kernels.Kernel, got {type(kernel).__name__}")
+    Xa = check_array(X, "X")
+    n = Xa.shape[0]
+    if n < 2:
+        raise ValueError(f"kernel_top_eigh needs n >= 2 points, got {n}")
+    s = check_n_components(n_components, n - 1, what="n - 1")
+    if n <= _AUTO_DENSE_MAX_N or s > _AUTO_DENSE_FRACTION * n:
+        return top_eigh(kernel(Xa, n_jobs=n_jobs), s, "dense", center=center,
+                        check_symmetric=False)
+    if tol is None:
+        tol = _DEFAULT_TOL
+    elif isinstance(tol, bool) or not isinstance(tol, Real) or not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    rng = check_random_state(random_state)
+    K = upper_gram(kernel, Xa, n_jobs=n_jobs)
+    diag = np.diagonal(K)
+    if not np.all(np.isfinite(diag)):
+        raise ValueError(f"the Gram matrix of {kernel!r} is not finite: rescale the data")
+    scale = float(np.max(np.abs(diag)))     # max|K_ij| for a positive semi-definite kernel
+    means = None
+    if center:
+        A, lower = _symv_operand(K, upper=True)
+        row = _blas.dsymv(1.0 / n, A, np.ones(n), lower=lower)
+        means = (row, row, float(row.mean()))
+    w, V = _lanczos_top(K, s, float(tol), None, rng, scale, means, upper=True)
+    if not (np.all(np.isfinite(w)) and np.all(np.isfinite(V))):
+        raise ValueError(f"the Gram matrix of {kernel!r} is not finite: rescale the data")
+    return np.ascontiguousarray(w, dtype=np.float64), flip_signs(V)
 
 
 def _times_columns(Q: NDArray[np.float64], Y: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -33,8 +33,9 @@ from sklearn.utils.extmath import randomized_svd
 from threadpoolctl import threadpool_limits
 
 import mvkm.linalg as linalg_module
-from mvkm.kernels import RBF, center_gram
-from mvkm.linalg import ConvergenceWarning, flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
+from mvkm.kernels import RBF, Laplacian, Linear, Polynomial, center_gram, upper_gram
+from mvkm.linalg import (ConvergenceWarning, flip_signs, kernel_top_eigh, psd_sqrt, rotate_to_diagonal,
+                         top_eigh)
 
 METHODS = ["dense", "lanczos", "arpack", "subspace", "auto"]
 EIG_RTOL = 1e-8      # eigenvalues, relative to lambda_1 (see module docstring)
@@ -557,3 +558,54 @@ def test_implicit_centering_sparse_and_operator():
     np.testing.assert_allclose(w, w_ref, rtol=0, atol=1e-9 * w_ref[0])
     with pytest.raises(ValueError, match="center=True needs K as an array or a sparse matrix"):
         top_eigh(aslinearoperator(S), 4, method="arpack", center=True)
+
+
+# ---------------------------------------------------------------------------
+# kernel_top_eigh: kernel PCA's eigenproblem from the data, one triangle
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", [RBF(1.3), Laplacian(2.0), Linear(), Polynomial(2, 1.0)],
+                         ids=lambda k: type(k).__name__)
+def test_upper_gram_upper_triangle_is_the_gram_matrix(kernel):
+    X = np.random.default_rng(21).standard_normal((1100, 3))
+    K, U = kernel(X), upper_gram(kernel, X)
+    iu = np.triu_indices(1100)
+    assert np.array_equal(U[iu], K[iu])                        # bitwise: the same tiles
+    assert np.array_equal(kernel(X), K)                        # the flag does not leak
+
+
+@pytest.mark.parametrize("n", [400, 1300])                     # LAPACK, then Lanczos
+@pytest.mark.parametrize("kernel", [RBF(1.3), Laplacian(2.0), Linear()],
+                         ids=lambda k: type(k).__name__)
+@pytest.mark.parametrize("center", [True, False])
+def test_kernel_top_eigh_equals_top_eigh_of_the_gram_matrix(kernel, n, center):
+    """The eigenpairs of the (centred) Gram matrix, against LAPACK on the explicitly
+    centred full matrix (an independent route: center_gram, syevr)."""
+    X = np.random.default_rng(22).standard_normal((n, 8))   # rank >= 8 > 5 for Linear
+    K = kernel(X)
+    w_ref, V_ref = top_eigh(center_gram(K) if center else K, 5, "dense")
+    w, V = kernel_top_eigh(kernel, X, 5, center=center)
+    assert np.max(np.abs(w - w_ref)) <= 1e-10 * w_ref[0]
+    assert np.max(np.abs(V - V_ref)) <= VEC_TOL
+    assert np.max(np.abs(V.T @ V - np.eye(5))) <= 1e-10
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the overflowing Linear Gram matrix
+def test_kernel_top_eigh_bad_input():
+    X = np.random.default_rng(23).standard_normal((50, 2))
+    with pytest.raises(TypeError, match="kernel must be an mvkm.kernels.Kernel"):
+        kernel_top_eigh(lambda A: A @ A.T, X, 2)
+    with pytest.raises(ValueError, match="n_components"):
+        kernel_top_eigh(RBF(1.0), X, 50)
+    with pytest.raises(ValueError, match="n >= 2"):
+        kernel_top_eigh(RBF(1.0), X[:1], 1)
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        kernel_top_eigh(RBF(1.0), bad, 2)
+    big = np.random.default_rng(24).standard_normal((1200, 2)) * 1e200
+    with pytest.raises(ValueError, match="not finite"):
+        kernel_top_eigh(Linear(), big, 3)
+    with pytest.raises(ValueError, match="tol"):
+        kernel_top_eigh(RBF(1.0), np.random.default_rng(25).standard_normal((1200, 2)), 3, tol=-1.0)
