@@ -503,7 +503,8 @@ def kernel_top_eigh(
     w, V = _lanczos_top(K, s, float(tol), None, rng, scale, means, upper=True)
     if not (np.all(np.isfinite(w)) and np.all(np.isfinite(V))):
         raise ValueError(f"the Gram matrix of {kernel!r} is not finite: rescale the data")
-    return np.ascontiguousarray(w, dtype=np.float64), flip_signs(V)
+    lam = np.ascontiguousarray(w, dtype=np.float64)
+    return lam, flip_signs(V)
 
 
 def _times_columns(Q: NDArray[np.float64], Y: NDArray[np.float64]) -> NDArray[np.float64]:
