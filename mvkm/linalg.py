@@ -236,6 +236,28 @@ def _centering_means(K: Any, is_array: bool) -> tuple[NDArray[np.float64], NDArr
     return row, col, float(row.mean())
 
 
+#: Below this ``max|K|`` the Krylov solvers work on ``K`` times a power of two
+#: (``1 / max|K|`` would overflow, or the products would be subnormal).
+_TINY_SCALE = 2.0 ** -500
+
+
+def _unit_scaled(K: NDArray[np.float64], scale: float | None
+                 ) -> tuple[NDArray[np.float64], float | None, int]:
+    """``K``, its scale and 0; or, when ``0 < max|K| < _TINY_SCALE``, ``K * 2**e``
+    (exact), the scale times ``2**e`` and ``e``, with ``e`` making the scale about 1.
+
+    ARPACK and Lanczos scale ``K`` by ``1 / max|K|`` in each product, which
+    overflows for a subnormal ``K`` (found by the property test: ``A A^T`` with
+    entries of 5e-319). The eigenvalues are scaled back by ``2**-e``.
+    """
+    big = scale if scale is not None else max_abs(K)
+    if not 0.0 < big < _TINY_SCALE:
+        return K, big, 0
+    e = -int(np.floor(np.log2(big)))
+    with np.errstate(over="ignore", invalid="ignore"):   # a Gram triangle's unwritten half
+        return np.ldexp(K, e), float(np.ldexp(big, e)), e
+
+
 def _symv_operand(K: NDArray[np.float64], upper: bool = False) -> tuple[NDArray[np.float64], int]:
     """``K`` as BLAS ``dsymv`` reads it without a copy, and the ``lower`` flag that
     makes it read ``K``'s lower triangle (``upper=True``: its upper triangle); a
@@ -495,6 +517,7 @@ def kernel_top_eigh(
     if not np.all(np.isfinite(diag)):
         raise ValueError(f"the Gram matrix of {kernel!r} is not finite: rescale the data")
     scale = float(np.max(np.abs(diag)))     # max|K_ij| for a positive semi-definite kernel
+    K, scale, exponent = _unit_scaled(K, scale)
     means = None
     if center:
         A, lower = _symv_operand(K, upper=True)
@@ -503,7 +526,7 @@ def kernel_top_eigh(
     w, V = _lanczos_top(K, s, float(tol), None, rng, scale, means, upper=True)
     if not (np.all(np.isfinite(w)) and np.all(np.isfinite(V))):
         raise ValueError(f"the Gram matrix of {kernel!r} is not finite: rescale the data")
-    lam = np.ascontiguousarray(w, dtype=np.float64)
+    lam = np.ascontiguousarray(np.ldexp(w, -exponent) if exponent else w, dtype=np.float64)
     return lam, flip_signs(V)
 
 
@@ -843,6 +866,9 @@ def top_eigh(
         max_iter = int(max_iter)
     rng = check_random_state(random_state)
 
+    exponent = 0
+    if is_array and method in ("lanczos", "arpack"):
+        K, scale, exponent = _unit_scaled(K, scale)
     means = _centering_means(K, is_array) if center else None
     if method == "dense":
         K_dense = K.toarray() if scipy.sparse.issparse(K) else K
@@ -906,4 +932,5 @@ def top_eigh(
             f"top_eigh(method={method!r}) produced non-finite eigenpairs: K's entries "
             "(or the centring of K) overflow float64 in the solver; rescale K"
         )
+    w = np.ldexp(w, -exponent) if exponent else w
     return np.ascontiguousarray(w, dtype=np.float64), flip_signs(V)

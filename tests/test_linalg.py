@@ -609,3 +609,19 @@ def test_kernel_top_eigh_bad_input():
         kernel_top_eigh(Linear(), big, 3)
     with pytest.raises(ValueError, match="tol"):
         kernel_top_eigh(RBF(1.0), np.random.default_rng(25).standard_normal((1200, 2)), 3, tol=-1.0)
+
+
+@pytest.mark.parametrize("method", ["lanczos", "arpack"])
+def test_krylov_methods_on_a_subnormal_matrix(method):
+    """K = A A^T with entries of 5e-319 (found by the property test): 1 / max|K|
+    overflows, so the solvers work on K times an exact power of two; and a Gram
+    matrix of entries near 1e-303 (normal numbers, below the rescaling threshold)."""
+    A = np.full((2, 1), 7.11664451e-160)
+    K = A @ A.T
+    w, V = top_eigh(K, 1, method)
+    w_ref = np.linalg.eigvalsh(K)[-1:]
+    assert np.isfinite(w).all() and abs(w[0] - w_ref[0]) <= 1e-8 * w_ref[0]
+    assert abs(abs(V[0, 0]) - np.sqrt(0.5)) <= 1e-12
+    X = np.full((1200, 1), 1e-152) * np.random.default_rng(26).standard_normal((1200, 1))
+    lam, _ = kernel_top_eigh(Linear(), X, 1, center=False)
+    assert abs(lam[0] - float(X[:, 0] @ X[:, 0])) <= 1e-8 * lam[0]
