@@ -222,10 +222,8 @@ def _centering_means(K: Any, is_array: bool) -> tuple[NDArray[np.float64], NDArr
     then equal.
     """
     if is_array:
-        A, lower = _symv_operand(K)
-        row = _blas.dsymv(1.0 / K.shape[0], A, np.ones(K.shape[0]), lower=lower)
-        col = row
-    elif scipy.sparse.issparse(K):
+        return _triangle_means(K)
+    if scipy.sparse.issparse(K):
         row = np.asarray(K.mean(axis=1)).ravel()
         col = np.asarray(K.mean(axis=0)).ravel()
     else:
@@ -256,6 +254,26 @@ def _unit_scaled(K: NDArray[np.float64], scale: float | None
     e = -int(np.floor(np.log2(big)))
     with np.errstate(over="ignore", invalid="ignore"):   # a Gram triangle's unwritten half
         return np.ldexp(K, e), float(np.ldexp(big, e)), e
+
+
+def _checked_tol(tol: Any) -> float:
+    """The iterative solvers' tolerance: ``_DEFAULT_TOL`` for ``None``, else a finite
+    number >= 0 (a clear ``ValueError`` otherwise)."""
+    if tol is None:
+        return _DEFAULT_TOL
+    if isinstance(tol, bool) or not isinstance(tol, Real) or not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    return float(tol)
+
+
+def _triangle_means(K: NDArray[np.float64], upper: bool = False
+                    ) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
+    """Row (= column) means and grand mean of the symmetric matrix with ``K``'s lower
+    (``upper=True``: upper) triangle: one ``dsymv`` with a vector of ones."""
+    n = K.shape[0]
+    A, lower = _symv_operand(K, upper)
+    row = _blas.dsymv(1.0 / n, A, np.ones(n), lower=lower)
+    return row, row, float(row.mean())
 
 
 def _symv_operand(K: NDArray[np.float64], upper: bool = False) -> tuple[NDArray[np.float64], int]:
@@ -507,10 +525,7 @@ def kernel_top_eigh(
     if n <= _AUTO_DENSE_MAX_N or s > _AUTO_DENSE_FRACTION * n:
         return top_eigh(kernel(Xa, n_jobs=n_jobs), s, "dense", center=center,
                         check_symmetric=False)
-    if tol is None:
-        tol = _DEFAULT_TOL
-    elif isinstance(tol, bool) or not isinstance(tol, Real) or not np.isfinite(tol) or tol < 0:
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    tol = _checked_tol(tol)
     rng = check_random_state(random_state)
     K = upper_gram(kernel, Xa, n_jobs=n_jobs)
     diag = np.diagonal(K)
@@ -518,12 +533,8 @@ def kernel_top_eigh(
         raise ValueError(f"the Gram matrix of {kernel!r} is not finite: rescale the data")
     scale = float(np.max(np.abs(diag)))     # max|K_ij| for a positive semi-definite kernel
     K, scale, exponent = _unit_scaled(K, scale)
-    means = None
-    if center:
-        A, lower = _symv_operand(K, upper=True)
-        row = _blas.dsymv(1.0 / n, A, np.ones(n), lower=lower)
-        means = (row, row, float(row.mean()))
-    w, V = _lanczos_top(K, s, float(tol), None, rng, scale, means, upper=True)
+    means = _triangle_means(K, upper=True) if center else None
+    w, V = _lanczos_top(K, s, tol, None, rng, scale, means, upper=True)
     if not (np.all(np.isfinite(w)) and np.all(np.isfinite(V))):
         raise ValueError(f"the Gram matrix of {kernel!r} is not finite: rescale the data")
     lam = np.ascontiguousarray(np.ldexp(w, -exponent) if exponent else w, dtype=np.float64)
@@ -850,14 +861,9 @@ def top_eigh(
         s = check_n_components(n_components, n, what="the size of K")
     if method == "auto":
         method = _auto_method(K, n, s)
-    if tol is None:
-        tol = _DEFAULT_TOL
-    else:
-        if isinstance(tol, bool) or not isinstance(tol, Real) or not np.isfinite(tol) or tol < 0:
-            raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
-        tol = float(tol)
-        if method == "subspace" and tol == 0.0:
-            raise ValueError("tol must be > 0 for method='subspace', got 0")
+    tol = _checked_tol(tol)
+    if method == "subspace" and tol == 0.0:
+        raise ValueError("tol must be > 0 for method='subspace', got 0")
     if max_iter is not None:
         if isinstance(max_iter, bool) or not isinstance(max_iter, Integral):
             raise TypeError(f"max_iter must be an integer or None, got {max_iter!r}")
