@@ -217,8 +217,8 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
     ``out`` is a workspace reused from chunk to chunk (a fresh buffer of 100 MB
     costs its page faults again at every chunk): a 1-d array of the right dtype
     with at least ``b * D`` entries, whose first ``b * D`` entries become the
-    result (so a smaller last chunk reuses it too), or a ``b x D`` Fortran-ordered
-    array. Otherwise a new array is returned. ``scaled=False`` leaves out the
+    result (so a smaller last chunk reuses it too). Otherwise a new array is
+    returned. ``scaled=False`` leaves out the
     constant factor :math:`\sqrt{2/D_v}` of random Fourier features (the
     caller applies :func:`view_scales` to the products instead: one pass over
     the chunk fewer).
@@ -236,8 +236,6 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
     size = shape[0] * shape[1]
     if out is not None and out.ndim == 1 and out.dtype == want and out.size >= size:
         F = out[:size].reshape(shape, order="F")
-    elif out is not None and out.shape == shape and out.dtype == want and out.flags.f_contiguous:
-        F = out
     else:
         F = np.empty(shape, dtype=want, order="F")
     a = 0
@@ -278,17 +276,10 @@ def features_times(maps: Sequence[Any], chunks: Sequence[Any], A: Array, *,
     import torch
 
     F = chunk_features(maps, chunks, out=out, scaled=False)
-    c = column_scales(maps, [F.shape[1]] if len(maps) == 1 else _dims_of(maps, F.shape[1]))
+    c = column_scales(maps, _feature_dims(maps, chunks))
     AcT = np.ascontiguousarray((A * c[:, None]).T)
     # (A^T F^T)^T: F^T is C-ordered, which torch's BLAS reads 3x faster than F (measured)
     return torch.mm(torch.from_numpy(AcT), torch.from_numpy(F).T).numpy().T
-
-
-def _dims_of(maps: Sequence[Any], D: int) -> list[int]:
-    dims = [int(getattr(fm, "n_features_out_", -1)) for fm in maps]
-    if any(d < 0 for d in dims) or sum(dims) != D:
-        raise ValueError("every feature map needs n_features_out_ to fold its scale")
-    return dims
 
 
 def _rff_into(fm: Any, X: Array, out_T: NDArray[Any], scaled: bool = True) -> None:
@@ -377,13 +368,15 @@ class _NumpyAccumulator:
     ``syrk`` (the same sum, one product instead of a D x D update per chunk).
     """
 
-    def __init__(self, D: int, dtype: str, view_scale: Sequence[float], dims: Sequence[int]) -> None:
+    def __init__(self, maps: Sequence[Any], dims: Sequence[int], dtype: str) -> None:
+        D = int(sum(dims))
         self.n = 0
         self.mean = np.zeros(D)
         self.S = np.zeros((D, D), order="F")           # upper triangle in use
         self.maxsq = 0.0
         self.single = dtype == "float32"
-        self.scale = [float(c) for c in view_scale]
+        self.scale = view_scales(maps)                  # per view, for the row norms
+        self.col = column_scales(maps, dims)            # per column, for the result
         self.bounds = np.cumsum([0] + [int(d) for d in dims])
         self.cross: list[Array] = []
 
@@ -427,11 +420,10 @@ class _NumpyAccumulator:
             R = np.asfortranarray(np.array(self.cross))
             S = _blas.dsyrk(1.0, R, beta=1.0, c=S, trans=1, lower=0, overwrite_c=1)
         mean = self.mean
-        if any(c != 1.0 for c in self.scale):
-            col = np.repeat(np.asarray(self.scale), np.diff(self.bounds))
-            S *= col[:, None]
-            S *= col[None, :]
-            mean = mean * col
+        if np.any(self.col != 1.0):
+            S *= self.col[:, None]
+            S *= self.col[None, :]
+            mean = mean * self.col
         _symmetrize_upper(S)
         # S is symmetric and Fortran-ordered: its transpose is the C-ordered matrix, no copy
         return FeatureMoments(self.n, mean, S.T, dims, self.maxsq)
@@ -598,7 +590,7 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     dims = _feature_dims(maps, Xs)
     D = int(sum(dims))
     bs = batch_size or default_batch_size(D)
-    acc: Any = (_NumpyAccumulator(D, dtype, view_scales(maps), dims) if device is None
+    acc: Any = (_NumpyAccumulator(maps, dims, dtype) if device is None
                 else _TorchAccumulator(D, device, dtype))
     bar = progress_bar(n, "feature moments", progress)
     # one workspace for every chunk, the last (smaller) one included

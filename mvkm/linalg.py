@@ -315,11 +315,11 @@ def _arpack_top(K: Any, s: int, tol: float, max_iter: int | None, rng: np.random
         if scale == 0.0:  # K = 0: every unit vector is an eigenvector (ARPACK would fail)
             return np.zeros(s), np.eye(n, s)
         alpha = 1.0 / scale
-        K_f = K.T  # Fortran-contiguous view: dsymv reads it without a copy
+        A, lower = _symv_operand(K)   # K's lower triangle, without a copy
 
         def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
             x = np.ravel(x)
-            y = _blas.dsymv(alpha, K_f, x)
+            y = _blas.dsymv(alpha, A, x, lower=lower)
             if means is not None:
                 _subtract_centering(y, x, means, alpha)
             return y
@@ -353,7 +353,7 @@ def _arpack_top(K: Any, s: int, tol: float, max_iter: int | None, rng: np.random
 
 
 def _lanczos_top(K: NDArray[np.float64], s: int, tol: float, max_iter: int | None,
-                 rng: np.random.Generator, scale: float | None, means: Any = None,
+                 rng: np.random.Generator, scale: float, means: Any = None,
                  upper: bool = False) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Lanczos with full reorthogonalisation and thick restarts, for a dense symmetric ``K``.
 
@@ -380,8 +380,6 @@ def _lanczos_top(K: NDArray[np.float64], s: int, tol: float, max_iter: int | Non
     triangle of ``K`` instead of the lower one.
     """
     n = K.shape[0]
-    if scale is None:
-        scale = max_abs(K)
     if scale == 0.0:  # K = 0: every unit vector is an eigenvector
         return np.zeros(s), np.eye(n, s)
     alpha = 1.0 / scale

@@ -37,7 +37,6 @@ from ._validation import (
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
-    chunk_features,
     feature_moments,
     features_times,
     fit_feature_map,
@@ -673,9 +672,10 @@ class MultiViewRKM(BaseEstimator):
         n = int(X.shape[0])
         out = np.empty((A.shape[0], n))
         step = self.batch_size or max(1, (32 << 20) // (8 * max(1, self.feature_dims_[v])))
+        work = np.empty(min(step, n) * self.feature_dims_[v])     # reused by every chunk
         for i0 in range(0, n, step):
             sl = slice(i0, min(n, i0 + step))
-            out[:, sl] = A @ chunk_features([self._maps[v]], [X[sl]]).T
+            out[:, sl] = features_times([self._maps[v]], [X[sl]], A.T, out=work).T
         return out
 
     def _centred_kernel(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:
