@@ -1,7 +1,9 @@
 # The two commands of the README. Each one creates the virtual environment it
 # needs on first use (Python 3.11), so a fresh clone needs nothing else:
-#   make book   build the HTML book, executing every notebook (_build/html)
 #   make test   run the whole test suite (unit tests + every notebook via nbval)
+#   make book   build the HTML book from the notebooks' stored outputs, which
+#               `make test` has just verified (_build/html; a few minutes)
+#   make book-full  the same, executing every notebook again (for releases)
 #   make assignments  student notebooks, keys and autograders (_build/assignments)
 #   make mutants  mutation check of the book, slow, not in CI (_build/mutants.md)
 PYTHON ?= python3.11
@@ -9,7 +11,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.mvkm-installed
 
-.PHONY: book test env assignments mutants clean
+.PHONY: book book-full test env assignments mutants clean
 
 # torch is installed first and pinned: a bare `torch` requirement would pull
 # a CUDA build of several GB; torch==2.13.0 resolves to the local CPU build.
@@ -22,8 +24,18 @@ $(STAMP): pyproject.toml
 
 env: $(STAMP)
 
+BOOK_FLAGS := --all -W -n --keep-going
+
 book: $(STAMP)
-	$(BIN)/jupyter-book build . --all -W -n --keep-going
+	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
+	$(BIN)/python tests/check_offline_html.py _build/html
+
+# _config.yml with `execute_notebooks: force`: every notebook executed by the build
+book-full: $(STAMP)
+	mkdir -p _build
+	sed 's/^  execute_notebooks: "off"$$/  execute_notebooks: force/' _config.yml > _build/_config_full.yml
+	grep -q '^  execute_notebooks: force$$' _build/_config_full.yml
+	$(BIN)/jupyter-book build . $(BOOK_FLAGS) --config _build/_config_full.yml
 	$(BIN)/python tests/check_offline_html.py _build/html
 
 test: $(STAMP)

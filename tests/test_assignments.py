@@ -1,19 +1,26 @@
 """Course assignments: every chapter in the exercise format builds and grades with otter.
 
 For each such chapter, ``tools/assignments.py`` builds the student notebook,
-the key and the autograder (``otter assign``), and three submissions are
-graded with otter's local runner (``otter.api.grade_submission``), which
-executes the whole notebook:
+the key and the autograder (``otter assign``), and two submissions are graded
+with otter's local runner (``otter.api.grade_submission``), which executes the
+whole notebook: the student version with the exercises at even positions
+(1st, 3rd, ...) solved with the key's code, and the one with those at odd
+positions solved. Each must get exactly the points of its solved exercises and
+zero for its stubs, and no cell of it may raise: in otter's student version the
+visible checks run through ``grader.check`` and report their failures without
+raising, so "only the stubbed exercises fail" means exactly this. Together the
+two executions check what three did before (the key, the untouched student
+version, the first exercise solved):
 
-* the key gets every exercise's points;
-* the untouched student version gets zero for every exercise, and no cell of
-  it raises: in otter's student version the visible checks run through
-  ``grader.check`` and report their failures without raising, so "only the
-  stubbed exercises fail" means exactly this (the stubs' checks score zero,
-  nothing else errs);
-* the student version with only the first exercise solved gets exactly that
-  exercise's points (and zero elsewhere), so checks are independent of each
-  other's solutions.
+* every exercise's solution gets its points from the autograder (in one of the
+  two), and every exercise's stub gets zero (in the other);
+* no cell raises because some exercise is a stub: a cell that needs a stubbed
+  exercise's result raises in the submission where that exercise is a stub;
+* checks are independent of each other's solutions: each submission mixes
+  solved exercises and stubs, and each exercise's score follows its own cell.
+
+The key itself (the chapter with every solution and its test cells) is the
+book's notebook, which nbval executes and compares.
 
 Each part has its own test file (``test_assignments_<part>.py``), so that
 pytest-xdist, which hands out whole files (``--dist loadfile``, needed by
@@ -43,25 +50,17 @@ def _graded(path: Path, autograder: Path) -> tuple[dict, list]:
 
 
 def check_chapter(notebook: Path, tmp_path: Path) -> None:
-    """Build one chapter's assignment and grade the key, the student version and one solved exercise."""
+    """Build one chapter's assignment; grade it with the even, then the odd exercises solved."""
     row = assignments.assign(notebook, tmp_path / "build")
-    points = {ex.question: ex.points for ex in row["exercises"]}
-
-    key, errors = _graded(row["key"], row["autograder"])
-    assert not errors, f"the key raised in cells {errors}"
-    assert key == points
-
-    student, errors = _graded(row["student"], row["autograder"])
-    assert not errors, f"the student version raised outside the checks, in cells {errors}"
-    assert student == {q: 0 for q in points}
-
-    first = row["exercises"][0].question
-    one_dir = tmp_path / "one"
-    one_dir.mkdir()
-    solved = assignments.with_solutions(row["student"], row["key"], {0}, one_dir / row["student"].name)
-    one, errors = _graded(solved, row["autograder"])
-    assert not errors, f"the one-solved version raised in cells {errors}"
-    assert one == {q: (p if q == first else 0) for q, p in points.items()}
+    exercises = row["exercises"]
+    for half in (0, 1):
+        solved = set(range(half, len(exercises), 2))
+        folder = tmp_path / f"solved{half}"
+        folder.mkdir()
+        submission = assignments.with_solutions(row["student"], row["key"], solved, folder / row["student"].name)
+        scores, errors = _graded(submission, row["autograder"])
+        assert not errors, f"with exercises {sorted(solved)} solved, cells raised outside the checks: {errors}"
+        assert scores == {ex.question: (ex.points if k in solved else 0) for k, ex in enumerate(exercises)}
 
 
 def chapters_of(part: str) -> list[Path]:

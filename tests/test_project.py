@@ -96,7 +96,20 @@ def test_makefile_installs_pinned_torch_before_the_package():
     torch_at = text.index("pip install --quiet torch==2.13.0")
     pkg_at = text.index('pip install --quiet -e ".[book,test]"')
     assert torch_at < pkg_at
-    assert "-W -n --keep-going" in text and "execute_notebooks: force" in (ROOT / "_config.yml").read_text()
+    assert "-W -n --keep-going" in text
+
+
+def test_book_renders_stored_outputs_and_book_full_executes():
+    # `make book` renders the outputs nbval verified; `make book-full` rewrites exactly
+    # this line of _config.yml to execute every notebook (issue 26, item 4).
+    config = (ROOT / "_config.yml").read_text()
+    assert re.search(r'^  execute_notebooks: "off"$', config, re.M)
+    assert re.search(r"^    nb_output_stderr: warn$", config, re.M)
+    make = (ROOT / "Makefile").read_text()
+    sed = re.search(r"sed 's/\^  execute_notebooks: \"off\"\$\$/  execute_notebooks: force/' _config.yml", make)
+    assert sed, "book-full must rewrite the execute_notebooks line of _config.yml"
+    assert "--config _build/_config_full.yml" in make
+    assert "launch_buttons:\n  notebook_interface: jupyterlab" in config
 
 
 def test_every_chapter_in_the_toc_exists_and_every_notebook_is_in_the_toc():
