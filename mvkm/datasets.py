@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from ._optional import DATA_HINT
 from ._validation import check_count, check_positive, check_random_state
 
 __all__ = ["sum_of_sines", "load_santafe", "half_circle", "load_mnist01"]
@@ -75,9 +76,14 @@ def load_santafe() -> NDArray[np.float64]:
     Read from ``reservoirpy.datasets.santafe_laser`` (the file ships inside
     the ``reservoirpy`` wheel, MIT licence); see Weigend and Gershenfeld (eds.),
     *Time Series Prediction: Forecasting the Future and Understanding the
-    Past*, 1994.
+    Past*, 1994. reservoirpy is the optional extra ``mvkm[data]``; without
+    it this function raises ``ImportError`` saying how to install it.
     """
-    from reservoirpy.datasets import santafe_laser  # local: a heavy import used by one chapter
+    try:
+        from reservoirpy.datasets import santafe_laser  # local: a heavy import used by one chapter
+    except ImportError as exc:
+        raise ImportError("load_santafe reads the series from reservoirpy, which is not installed "
+                          f"here: {DATA_HINT}") from exc
 
     return np.asarray(santafe_laser(), dtype=np.float64).ravel()
 

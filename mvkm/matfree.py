@@ -36,9 +36,9 @@ from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse.linalg
-import torch
 from numpy.typing import ArrayLike, NDArray
 
+from ._optional import require_torch
 from ._validation import (
     check_array,
     check_count,
@@ -55,6 +55,8 @@ from .linalg import (
     _rayleigh_ritz,
     flip_signs,
 )
+
+torch = require_torch("the matrix-free kernel operator (mvkm.matfree)")
 
 __all__ = ["KernelOperator", "matfree_top_eigh"]
 

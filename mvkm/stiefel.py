@@ -34,10 +34,10 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.linalg import LinearOperator
 
+from ._optional import require_torch
 from ._validation import (
     check_array,
     check_count,
@@ -48,6 +48,8 @@ from ._validation import (
     check_symmetric,
 )
 from .linalg import psd_sqrt, rotate_to_diagonal
+
+torch = require_torch("the Stiefel-manifold solvers (mvkm.stiefel)")
 
 __all__ = [
     "CayleyAdam",

@@ -21,3 +21,27 @@ try:  # this process may have loaded numpy before the variables were set
     threadpool_limits(limits=1)
 except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
     pass
+
+
+import pytest  # noqa: E402
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Without an optional extra (``pip install mvkm`` alone), a test that reaches a path needing
+    torch (``mvkm[torch]``) or reservoirpy (``mvkm[data]``) is skipped, with the package's own
+    ImportError as the reason; where the extra is installed the test runs as always."""
+    try:
+        return (yield)
+    except ImportError as exc:
+        import importlib
+
+        from mvkm._optional import DATA_HINT, TORCH_HINT
+
+        for hint, module in ((TORCH_HINT, "torch"), (DATA_HINT, "reservoirpy")):
+            if hint in str(exc):
+                try:
+                    importlib.import_module(module)
+                except ImportError:
+                    pytest.skip(f"needs {module}, not installed here: {exc}")
+        raise

@@ -11,7 +11,6 @@ import tracemalloc
 
 import numpy as np
 import pytest
-import torch
 
 from mvkm import (
     RBF,
@@ -23,6 +22,10 @@ from mvkm import (
     RandomFourierFeatures,
 )
 from mvkm.covariance import FeatureMoments, feature_moments
+from mvkm._optional import optional_torch
+
+torch = optional_torch()   # None where torch is absent: the device tests skip (tests/conftest.py)
+CUDA = torch is not None and torch.cuda.is_available()
 
 try:
     import dask.array as da
@@ -102,7 +105,7 @@ def test_torch_cpu_and_float32_against_numpy():
         assert 1e-10 < err < 1e-5
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 def test_cuda_matches_numpy():  # pragma: no cover - CI has no GPU
     X, Y = _views()
     maps = [RandomFourierFeatures(1.5, 96, random_state=3).fit(X), Identity().fit(Y)]
@@ -248,7 +251,7 @@ def test_clear_errors():
         KernelPPCA(2, batch_size=10).fit(X)
     with pytest.raises(ValueError, match="device"):
         MultiViewRKM(2, formulation="primal", device="not-a-device").fit([X, Y])
-    if not torch.cuda.is_available():
+    if not CUDA:
         with pytest.raises(ValueError, match="CUDA"):
             MultiViewRKM(2, formulation="primal", device="cuda").fit([X, Y])
     with pytest.raises(ValueError, match="dask arrays need formulation='primal'"):

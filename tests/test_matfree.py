@@ -13,7 +13,8 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse.linalg
-import torch
+
+torch = pytest.importorskip("torch", reason='needs torch: pip install "mvkm[torch]"')
 
 from mvkm.kernels import RBF, Laplacian, Linear, Polynomial, center_gram, center_test_gram
 from mvkm.linalg import ConvergenceWarning, top_eigh

@@ -34,9 +34,10 @@ def _split(req: str) -> tuple[str, str]:
 def _pyproject_requirements() -> dict[str, str]:
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = list(meta["dependencies"])
-    for extra in ("book", "test"):
+    for extra in ("torch", "data", "book", "test"):
         reqs += meta["optional-dependencies"][extra]
-    return dict(_split(r) for r in reqs)
+    # the extras name the package's own extras ("mvkm[torch,data]"), listed above
+    return dict(_split(r) for r in reqs if not r.startswith(meta["name"] + "["))
 
 
 def _environment_requirements() -> tuple[dict[str, str], dict]:
@@ -50,6 +51,10 @@ def _environment_requirements() -> tuple[dict[str, str], dict]:
     return out, env
 
 
+def _makefile_torch_pin() -> str:
+    return re.search(r"pip install --quiet torch==(\S+)", (ROOT / "Makefile").read_text()).group(1)
+
+
 def test_environment_and_pyproject_list_the_same_dependencies():
     pip_reqs = _pyproject_requirements()
     conda_reqs, env = _environment_requirements()
@@ -59,15 +64,29 @@ def test_environment_and_pyproject_list_the_same_dependencies():
         f"only in environment.yml: {sorted(set(conda_reqs) - set(pip_reqs))}; "
         f"only in pyproject.toml: {sorted(set(pip_reqs) - set(conda_reqs))}"
     )
-    mismatched = {n: (pip_reqs[n], conda_reqs[n]) for n in pip_reqs if pip_reqs[n] != conda_reqs[n]}
+    # torch: the environment pins the Makefile's version, the package states a lower bound
+    mismatched = {n: (pip_reqs[n], conda_reqs[n]) for n in pip_reqs
+                  if n != "torch" and pip_reqs[n] != conda_reqs[n]}
     assert not mismatched, f"version specifiers differ (pyproject, environment.yml): {mismatched}"
     assert env["channels"][0] == "conda-forge"
 
 
-def test_python_and_torch_are_pinned_exactly():
+def test_environments_pin_python_and_torch_and_the_package_pins_nothing():
     conda_reqs, _ = _environment_requirements()
     assert re.fullmatch(r"==3\.11\.\d+", conda_reqs["python"]), conda_reqs["python"]
-    assert _pyproject_requirements()["torch"] == "==2.13.0"
+    pin = _makefile_torch_pin()
+    assert conda_reqs["torch"] == f"=={pin}"
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert meta["requires-python"] == ">=3.11"
+    pinned = {n: s for n, s in _pyproject_requirements().items() if "==" in s}
+    assert not pinned, f"a library states ranges, not exact pins: {pinned}"
+    low = re.fullmatch(r">=(\d+)\.(\d+)", _pyproject_requirements()["torch"])
+    assert low, _pyproject_requirements()["torch"]
+    assert tuple(map(int, pin.split(".")[:2])) >= tuple(map(int, low.groups()))   # the pin satisfies it
+    assert meta["optional-dependencies"]["torch"] == ["torch" + _pyproject_requirements()["torch"]]
+    assert [r for r in meta["dependencies"] if r.startswith(("torch", "reservoirpy"))] == []
+    for extra in ("book", "test"):
+        assert "mvkm[torch,data]" in meta["optional-dependencies"][extra]
 
 
 def test_postbuild_installs_the_package_without_deps():

@@ -17,11 +17,12 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.linalg import subspace_angles
 from scipy.sparse.linalg import aslinearoperator
+
+torch = pytest.importorskip("torch", reason='needs torch: pip install "mvkm[torch]"')
 
 from mvkm.kernels import RBF, center_gram
 from mvkm.linalg import flip_signs

@@ -1,0 +1,43 @@
+"""Optional dependencies: PyTorch (``mvkm[torch]``) and reservoirpy (``mvkm[data]``).
+
+``import mvkm`` and every model on the CPU work without torch. A path that
+cannot run without it (the Stiefel solvers, ``device=``, the matrix-free
+kernel operator, parametric maps) calls :func:`require_torch`, which raises an
+``ImportError`` naming the extra to install. Where torch only speeds up a CPU
+pass (the cosine of random Fourier features and the column sums of the
+streamed primal, the product of :func:`mvkm.covariance.features_times`),
+:func:`optional_torch` returns ``None`` without it and the caller falls back
+to numpy.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+TORCH_HINT = 'pip install "mvkm[torch]"'
+DATA_HINT = 'pip install "mvkm[data]"'
+
+
+@functools.cache
+def optional_torch() -> Any | None:
+    """The ``torch`` module, or ``None`` where it is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def require_torch(what: str) -> Any:
+    """The ``torch`` module; an ``ImportError`` saying how to install it if it is absent.
+
+    Parameters
+    ----------
+    what : str
+        What needs torch, for the message (e.g. ``"device='cuda'"``).
+    """
+    torch = optional_torch()
+    if torch is None:
+        raise ImportError(f"{what} needs PyTorch, which is not installed here: {TORCH_HINT}")
+    return torch
