@@ -4,6 +4,8 @@
 #   make book   build the HTML book from the notebooks' stored outputs, which
 #               `make test` has just verified (_build/html; a few minutes)
 #   make book-full  the same, executing every notebook again (for releases)
+#   make test-wheel  the built wheel, without torch, on Python 3.12 and 3.13: the
+#               package's unit tests from the installed copy (CI runs it)
 #   make assignments  student notebooks, keys and autograders (_build/assignments)
 #   make mutants  mutation check of the book, slow, not in CI (_build/mutants.md)
 PYTHON ?= python3.11
@@ -11,7 +13,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.mvkm-installed
 
-.PHONY: book book-full test env assignments mutants clean
+.PHONY: book book-full test test-wheel env assignments mutants clean
 
 # torch is installed first and pinned: a bare `torch` requirement would pull
 # a CUDA build of several GB; torch==2.13.0 resolves to the local CPU build.
@@ -40,6 +42,30 @@ book-full: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The package's own unit tests (not the book's, the gradings' or the project's):
+# what `pip install mvkm` users get is tested with them on the other Pythons.
+PACKAGE_TESTS := $(addsuffix .py,$(addprefix tests/test_,covariance datasets features kernels kpls \
+                 linalg matfree optional ppca preimage reliability rkm smm stiefel validation))
+# Python versions for test-wheel: pyenv's interpreters where they are, else from PATH.
+WHEEL_VERSIONS ?= 3.12 3.13
+wheel_python = $(or $(firstword $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1))),python$(1))
+
+# No torch, no reservoirpy: the tests that need them skip, saying so (tests/conftest.py).
+# One target per version, so that `make -j2 test-wheel` runs them side by side.
+test-wheel: $(addprefix test-wheel-,$(WHEEL_VERSIONS))
+
+_build/wheel/.built: $(STAMP) pyproject.toml $(wildcard mvkm/*.py mvkm/data/*)
+	rm -rf _build/wheel && mkdir -p _build/wheel
+	$(BIN)/python -m pip wheel . --no-deps --quiet -w _build/wheel
+	touch $@
+
+test-wheel-%: _build/wheel/.built
+	rm -rf _build/venv-$*
+	$(call wheel_python,$*) -m venv _build/venv-$*
+	_build/venv-$*/bin/python -m pip install --quiet _build/wheel/mvkm-*.whl pytest hypothesis clarabel
+	MVKM_TEST_INSTALLED=1 _build/venv-$*/bin/python -P -m pytest -o addopts="" -p no:cacheprovider \
+	  -q -rs $(PACKAGE_TESTS)
 
 assignments: $(STAMP)
 	$(BIN)/python tools/assignments.py _build/assignments

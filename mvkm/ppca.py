@@ -403,6 +403,8 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         """Whether the dual leaves K unstored: a kernel (not a feature map), N > DENSE_MAX_N."""
         if self.feature_map_ is not None or N <= DENSE_MAX_N or self.kernel_storage == "dense":
             return False
+        if not (self.kernel_storage == "none" or self.device is not None or 8.0 * N * N > 4 * 2**30):
+            return False                     # dense: no need of mvkm.matfree (nor of torch)
         from .matfree import _check_kernel
 
         try:
@@ -411,8 +413,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             if self.kernel_storage == "none":
                 raise
             return False
-        return (self.kernel_storage == "none" or self.device is not None
-                or 8.0 * N * N > 4 * 2**30)
+        return True
 
     def _fit(self, X: ArrayLike) -> "KernelPPCA":
         streamed = self._streamed(X)

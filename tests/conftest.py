@@ -15,6 +15,11 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 # no automatic progress bars of streamed fits in the tests (mvkm.covariance.progress_bar)
 os.environ.setdefault("MVKM_PROGRESS", "0")
 
+if os.environ.get("MVKM_TEST_INSTALLED"):  # `make test-wheel`: the installed wheel, not this tree
+    import mvkm
+
+    assert "site-packages" in mvkm.__file__, f"mvkm imported from {mvkm.__file__}, not the installed wheel"
+
 try:  # this process may have loaded numpy before the variables were set
     from threadpoolctl import threadpool_limits
 

@@ -1,4 +1,4 @@
-"""The exercise format of the book (see the README, "For teachers"), checked statically.
+"""The exercise format of the book (see docs/teaching.md), checked statically.
 
 Every exercise is a ``{exercise}`` directive with a collapsed ``{solution}``,
 then a solution cell (metadata ``mvkm.role = "solution"``, points, the names

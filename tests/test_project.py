@@ -104,7 +104,7 @@ def _readme_commands() -> list[str]:
 
 def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
     commands = _readme_commands()
-    assert commands == ["make book", "make test"], commands
+    assert commands == ["make test", "make book"], commands
     ci = (ROOT / ".ci" / "run").read_text()
     ci_lines = [line.strip() for line in ci.splitlines() if line.strip() and not line.startswith("#")]
     assert "make test" in ci_lines
@@ -244,3 +244,20 @@ def test_offline_html_checker_accepts_matplotlibs_own_player():
     assert problems_in_page(html, True) == []
     # and without its slider, the rule fires
     assert problems_in_page(re.sub(r'<input[^>]*type="range"[^>]*>', "", html), True)
+
+
+# Test files that check the book, the gradings or the project's set-up, not the package:
+# `make test-wheel` runs every other tests/test_*.py against the installed wheel.
+NOT_PACKAGE_TESTS = {"assignments", "exercise_format", "mutants", "notebooks", "project", "readme", "wheel"}
+
+
+def test_make_test_wheel_runs_every_package_test_file():
+    make = (ROOT / "Makefile").read_text()
+    block = re.search(r"PACKAGE_TESTS := \$\(addsuffix \.py,\$\(addprefix tests/test_,(.*?)\)\)", make, re.S)
+    assert block, "Makefile: PACKAGE_TESTS not found"
+    listed = set(block.group(1).replace("\\", " ").split())
+    files = {p.stem.removeprefix("test_") for p in (ROOT / "tests").glob("test_*.py")}
+    unit = {f for f in files if f not in NOT_PACKAGE_TESTS and not f.startswith("assignments_")}
+    assert listed == unit, (f"add to PACKAGE_TESTS: {sorted(unit - listed)}; "
+                            f"not test files: {sorted(listed - unit)}")
+    assert "make -j2 test-wheel" in (ROOT / ".ci" / "run").read_text()

@@ -18,7 +18,7 @@ For every chapter of ``_toc.yml`` with exercises, this writes
 
 and ``OUT/SUMMARY.md``, a table of chapters, exercises and points.
 
-The chapters keep the book's exercise format (see the README, "For
+The chapters keep the book's exercise format (see docs/teaching.md, "For
 teachers"): after the ``{exercise}``/``{solution}`` markdown come a *solution
 cell* with metadata ``mvkm = {exercise, role: "solution", points, names}``, a
 *test cell* with ``mvkm = {exercise, role: "tests"}`` and optionally a cell
