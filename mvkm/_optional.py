@@ -7,7 +7,9 @@ kernel operator, parametric maps) calls :func:`require_torch`, which raises an
 pass (the cosine of random Fourier features and the column sums of the
 streamed primal, the product of :func:`mvkm.covariance.features_times`),
 :func:`optional_torch` returns ``None`` without it and the caller falls back
-to numpy.
+to numpy: measured on one thread, n = 20,000 rows, D = 1010 features, the
+streamed moments take 2.0x the CPU time (0.77 s against 0.38 s) and
+``features_times`` 4x (0.41 s against 0.10 s).
 """
 
 from __future__ import annotations
