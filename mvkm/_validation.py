@@ -7,8 +7,9 @@ who passes a wrong shape learns which argument to fix.
 
 from __future__ import annotations
 
+import functools
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -28,7 +29,13 @@ __all__ = [
     "check_n_components",
     "check_random_state",
     "check_same_n_features",
+    "atomic_fit",
+    "check_bool",
+    "check_map_output",
+    "check_dask_chunks",
 ]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def check_array(
@@ -293,3 +300,73 @@ def check_same_n_features(X: NDArray[Any], Y: NDArray[Any],
             f"{names[0]} and {names[1]} must have the same number of features, "
             f"got {X.shape[1]} and {Y.shape[1]}"
         )
+
+
+def atomic_fit(fit: _F) -> _F:
+    """Make an estimator's ``fit`` atomic: on any exception it leaves the estimator unfitted.
+
+    The fitted attributes (names ending in ``_``) appear only when ``fit``
+    returns. If ``fit`` raises (bad input, a rank check, an interrupt), every
+    attribute that ``fit`` set is removed and the estimator keeps only its
+    parameters (and scikit-learn's output configuration, ``set_output``) as
+    they were before the call: a refit that fails does not restore the previous
+    model, whose parameters may no longer be the estimator's, nor leave a mix
+    of old and new state. ``check_is_fitted`` then raises.
+    """
+    @functools.wraps(fit)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        snapshot = dict(vars(self))
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            params = set(type(self)._get_param_names())
+            state = vars(self)
+            state.clear()
+            state.update({k: v for k, v in snapshot.items()
+                          if k in params or k.startswith("_sklearn")})
+            raise
+
+    return wrapper  # type: ignore[return-value]
+
+
+def check_bool(value: Any, name: str, *, allow_none: bool = False) -> bool | None:
+    """Check that ``value`` is a bool (``True``/``False``, numpy's included) and return it.
+
+    A string such as ``"no"`` is truthy and would silently mean ``True``; the
+    one message of the package for every boolean parameter says so.
+    """
+    if allow_none and value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    what = "True, False or None" if allow_none else "True or False"
+    raise TypeError(f"{name} must be a bool ({what}), got {value!r} of type {type(value).__name__}")
+
+
+def check_map_output(Phi: Any, n: int, name: str, width: int | None = None) -> Any:
+    """Check what a feature map returned: a 2-D array of ``n`` rows (and ``width`` columns).
+
+    ``name`` names the map's call (e.g. ``"feature_maps[0].transform(views[0])"``).
+    A map that drops rows or changes its width between chunks would otherwise
+    give a silently wrong mean or a numpy broadcast error far from its cause.
+    """
+    shape = getattr(Phi, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise ValueError(f"{name} must return a 2-D array of {n} rows, got "
+                         f"{type(Phi).__name__} of shape {shape}")
+    if int(shape[0]) != n:
+        raise ValueError(f"{name} must return one row per input row ({n}), got shape "
+                         f"{tuple(shape)}")
+    if width is not None and int(shape[1]) != width:
+        raise ValueError(f"{name} returned {int(shape[1])} columns where an earlier chunk had "
+                         f"{width}: a feature map must have a fixed output width")
+    return Phi
+
+
+def check_dask_chunks(X: Any, name: str = "X") -> None:
+    """Raise a clear error for a dask array whose chunk sizes are unknown (NaN)."""
+    shape = getattr(X, "shape", ())
+    if any(isinstance(d, float) and not np.isfinite(d) for d in shape):
+        raise ValueError(
+            f"{name} is a dask array with unknown chunk sizes (shape {shape}), e.g. after "
+            f"boolean indexing; call {name}.compute_chunk_sizes() first")

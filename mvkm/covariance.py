@@ -65,6 +65,7 @@ from numpy.typing import NDArray
 from scipy.linalg import blas as _blas
 
 from ._validation import check_array
+from ._validation import check_bool, check_map_output
 
 __all__ = ["FeatureMoments", "chunk_features", "feature_moments", "features_times", "fit_feature_map",
            "is_dask_array", "view_scales", "column_scales",
@@ -229,8 +230,9 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
     want = np.float32 if dtype == "float32" else np.float64
     Xs = [np.asarray(X) for X in chunks]
     dims = [fm.n_features_out_ if isinstance(fm, RandomFourierFeatures) else None for fm in maps]
-    parts: list[Any] = [None if D else np.asarray(fm.transform(X))
-                        for fm, X, D in zip(maps, Xs, dims)]
+    parts: list[Any] = [None if D else check_map_output(np.asarray(fm.transform(X)), b,
+                                                        f"feature_maps[{v}].transform")
+                        for v, (fm, X, D) in enumerate(zip(maps, Xs, dims))]
     widths = [D if D else p.shape[1] for D, p in zip(dims, parts)]
     shape = (b, sum(widths))
     size = shape[0] * shape[1]
@@ -341,8 +343,9 @@ def _features_torch(maps: Sequence[Any], chunks: Sequence[Array], device: Any, d
         elif isinstance(fm, RandomFourierFeatures):
             parts.append(_rff_torch(fm, X, device, dtype))
         else:
-            parts.append(torch.as_tensor(np.asarray(fm.transform(X), dtype=np.float64),
-                                         device=device).to(tdt))
+            P = check_map_output(np.asarray(fm.transform(X), dtype=np.float64), len(X),
+                                 f"feature_maps[{len(parts)}].transform")
+            parts.append(torch.as_tensor(P, device=device).to(tdt))
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
 
@@ -570,6 +573,7 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     >>> bool(np.allclose(m.scatter, Phi.T @ Phi)), m.dims
     (True, [3, 2])
     """
+    check_bool(progress, "progress", allow_none=True)
     if len(views) != len(maps):
         raise ValueError(f"got {len(views)} views but {len(maps)} feature maps")
     if len(views) == 0:
@@ -599,9 +603,11 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
         for sl in iter_row_chunks(n, bs):
             chunks = [X[sl] for X in Xs]
             if device is None:
-                acc.add(chunk_features(maps, chunks, dtype, out=work, scaled=False), sl.start)
+                F = chunk_features(maps, chunks, dtype, out=work, scaled=False)
+                acc.add(check_map_output(F, sl.stop - sl.start, "feature_maps", width=D), sl.start)
             else:
                 F = _features_torch(maps, chunks, device, dtype)
+                check_map_output(F, sl.stop - sl.start, "feature_maps", width=D)
                 _check_chunk(F, sl.start)
                 acc.add(F)
             if bar is not None:
@@ -617,7 +623,8 @@ def _feature_dims(maps: Sequence[Any], Xs: Sequence[Any]) -> list[int]:
     for fm, X in zip(maps, Xs):
         D = getattr(fm, "n_features_out_", None)
         if D is None:
-            D = np.asarray(fm.transform(np.asarray(X[:1]))).shape[1]
+            D = check_map_output(np.asarray(fm.transform(np.asarray(X[:1]))), 1,
+                                 f"feature_maps[{len(dims)}].transform").shape[1]
         dims.append(int(D))
     return dims
 

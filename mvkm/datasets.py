@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from ._validation import check_count, check_positive, check_random_state
+from ._validation import check_bool, check_count, check_positive, check_random_state
 
 __all__ = ["sum_of_sines", "load_santafe", "half_circle", "load_mnist01"]
 
@@ -133,8 +133,8 @@ def load_mnist01(*, as_uint8: bool = False, pool: bool = False) -> tuple[NDArray
     """
     from importlib.resources import files
 
-    if not isinstance(pool, (bool, np.bool_)):
-        raise TypeError(f"pool must be a bool (True or False), got {pool!r} of type {type(pool).__name__}")
+    check_bool(as_uint8, "as_uint8")
+    check_bool(pool, "pool")
     name = "mnist01_pool.npz" if pool else "mnist01.npz"
     with files("mvkm").joinpath("data", name).open("rb") as fh:
         with np.load(fh) as data:

@@ -44,6 +44,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
 from ._validation import check_array, check_random_state, reset_fitted
+from ._validation import atomic_fit, check_bool, check_map_output
 from .features import Identity
 from .covariance import (
     check_stream_params,
@@ -218,8 +219,8 @@ class MultiViewKPLS(BaseEstimator):
             raise ValueError(f"formulation must be 'dual' or 'primal', got {self.formulation!r}")
         if self.solver not in ("auto", "dense", "lanczos"):
             raise ValueError(f"solver must be 'auto', 'dense' or 'lanczos', got {self.solver!r}")
-        if not isinstance(self.center, (bool, np.bool_)):
-            raise ValueError(f"center must be True or False, got {self.center!r}")
+        check_bool(self.center, "center")
+        check_bool(self.progress, "progress", allow_none=True)
         if not (isinstance(self.tol, Real) and 0 < self.tol < 1):
             raise ValueError(f"tol must be a float in (0, 1), got {self.tol!r}")
         check_stream_params(self.formulation, self.batch_size, self.device, self.dtype,
@@ -250,6 +251,7 @@ class MultiViewKPLS(BaseEstimator):
         return out
 
     # -- fitting ----------------------------------------------------------------------------
+    @atomic_fit
     def fit(self, views: Sequence[ArrayLike], y: Any = None) -> "MultiViewKPLS":
         """Fit the model on ``views`` (a list of V >= 2 arrays of shape (N, d_v)); return ``self``."""
         reset_fitted(self)
@@ -411,7 +413,8 @@ class MultiViewKPLS(BaseEstimator):
         Phis = []
         self._feature_means = []
         for X, fm in zip(Xs, maps):
-            Phi = np.asarray(fm.fit(X).transform(X), dtype=np.float64)
+            Phi = np.asarray(check_map_output(fm.fit(X).transform(X), N,
+                                              f"kernels[{len(Phis)}].transform"), dtype=np.float64)
             mean = Phi.mean(axis=0) if self.center else np.zeros(Phi.shape[1])
             self._feature_means.append(mean)
             Phis.append(Phi - mean)
@@ -459,7 +462,10 @@ class MultiViewKPLS(BaseEstimator):
         k = lam.size
 
         def scores(*chunks):
-            return np.hstack([(np.asarray(fm.transform(np.asarray(X)), dtype=np.float64) - mean)
+            return np.hstack([(np.asarray(check_map_output(fm.transform(np.asarray(X)), len(X),
+                                                           f"kernels[{v}].transform",
+                                                           width=mean.shape[0]),
+                                          dtype=np.float64) - mean)
                               @ W[dims[v]:dims[v + 1]]
                               for v, (fm, X, mean) in enumerate(zip(fitted, chunks, means))])
 
@@ -510,7 +516,9 @@ class MultiViewKPLS(BaseEstimator):
         out = []
         for v, X in enumerate(Xs):
             if self.formulation == "primal":
-                out.append((self._maps[v].transform(X) - self._feature_means[v]) @ self._W[v])
+                Phi = check_map_output(self._maps[v].transform(X), X.shape[0], f"kernels[{v}].transform",
+                                       width=self._feature_means[v].shape[0])
+                out.append((Phi - self._feature_means[v]) @ self._W[v])
             else:
                 Kt = self._maps[v](X, self._X_fit[v])
                 if self.center:

@@ -81,6 +81,7 @@ from ._validation import (
     check_symmetric,
     reset_fitted,
 )
+from ._validation import atomic_fit, check_bool, check_map_output
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
@@ -121,6 +122,16 @@ _OUTPUTS = ("input", "feature", "kernel")
 _PREIMAGES = ("stable", "plain")
 
 Array = NDArray[np.float64]
+
+
+#: Relative gap below which sigma^2 counts as equal to lambda_q / N (no signal; see _check_signal).
+TIE_RTOL = 1e-8
+
+
+def _checked_features(fmap: Any, X: Any) -> Array:
+    """``fmap.transform(X)`` as a finite float array, checked to hold one row per row of ``X``."""
+    F = check_array(fmap.transform(X), "feature_map.transform(X)")
+    return check_map_output(F, len(X), "feature_map.transform")
 
 
 class KernelPPCA(TransformerMixin, BaseEstimator):
@@ -309,6 +320,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     def _check_params(self) -> None:
+        check_bool(self.progress, "progress", allow_none=True)
         if self.formulation not in _FORMULATIONS:
             raise ValueError(f"formulation must be 'primal' or 'dual', got {self.formulation!r}")
         if self.n_components is not None and self.sigma2 is not None:
@@ -356,6 +368,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         fitted = hasattr(fm, "n_features_in_")
         self.feature_map_ = fm if fitted else fit_feature_map(clone(fm), X)
 
+    @atomic_fit
     def fit(self, X: ArrayLike, y: Any = None) -> "KernelPPCA":
         r"""Fit the maximum-likelihood model (Prop. 3 in the primal, Prop. 6 in the dual).
 
@@ -437,7 +450,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self._fit_primal_streamed(X)
         elif self.formulation == "primal":
             assert self.feature_map_ is not None
-            Phi = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            Phi = _checked_features(self.feature_map_, X)
             self.mean_ = Phi.mean(axis=0)
             Phi_c = Phi - self.mean_
             U, s, Vt = scipy.linalg.svd(Phi_c, full_matrices=False)
@@ -526,7 +539,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         fmap, mean = self.feature_map_, self.mean_
 
         def row_stats(Xc: Any) -> Array:
-            F = check_array(fmap.transform(np.asarray(Xc)), "feature_map.transform(X)")
+            F = _checked_features(fmap, np.asarray(Xc))
             return np.column_stack([F @ mean, (F - mean) @ Vq])
 
         out = map_rows(row_stats, [X], batch_size=self.batch_size, n_out=q + 1,
@@ -601,7 +614,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         r = len(np.unique(X, axis=0)) - 1
         F = None
         if self.feature_map_ is not None:
-            F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            F = _checked_features(self.feature_map_, X)
         elif self.kernel is None or isinstance(self.kernel, Linear):
             F = X
         elif isinstance(self.kernel, Polynomial):
@@ -660,8 +673,30 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
                 k = min(2 * k, r - 1)                   # sigma2 given, q not reached yet
             self._lam_q, self._E_q = lam[:q].copy(), np.ascontiguousarray(E[:, :q])
             self._tail = max(self._trace - float(lam[:q].sum()), 0.0)
+        self._check_signal(q, sigma2)
         self.n_components_ = q
         self._sigma2_init = sigma2
+
+    def _check_signal(self, q: int, sigma2: float) -> None:
+        r"""Refuse :math:`\sigma^2 \ge \lambda_q / N` (to a relative ``TIE_RTOL``): a model with no signal.
+
+        Prop. 3 needs :math:`\sigma^2 < \lambda_q / N`; at equality, which the
+        maximum-likelihood :math:`\sigma^2` (eq. 6) reaches when the eigenvalues
+        from :math:`\lambda_q` on all tie, :math:`A = 0` and ``transform`` returns
+        round-off. A kernel far narrower than the spacing of the data (so that
+        :math:`K \approx I`) is the usual cause.
+        """
+        bound = float(self._lam_q[q - 1]) / self.n_samples_
+        if sigma2 < bound * (1.0 - TIE_RTOL):
+            return
+        raise ValueError(
+            f"sigma2={sigma2:.6g} reaches the bound lambda_q / N = {bound:.6g} of Prop. 3 "
+            f"(q = {q}; the eigenvalues of the centred kernel matrix tie from lambda_q on, to a "
+            f"relative {TIE_RTOL:g}): the model would have no signal (A = 0). The likely cause "
+            f"is the kernel's bandwidth, far below the spacing of the data ("
+            f"{self.kernel if self.feature_map is None else self.feature_map!r} makes K close "
+            "to the identity): "
+            "widen it, e.g. to the median pairwise distance of X")
 
     def _q_what(self) -> str:
         return (f"below the rank r = {self.rank_} of the centred kernel matrix, "
@@ -806,7 +841,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     def _gram(self, X: Array, Y: Array | None) -> Array:
         """Uncentred kernel matrix k(X, Y) of the dual (Y=None: X with itself)."""
         if self.feature_map_ is not None:
-            F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            F = _checked_features(self.feature_map_, X)
             G = F if Y is None else check_array(self.feature_map_.transform(Y),
                                                 "feature_map.transform(X_fit)")
             return F @ G.T
@@ -829,7 +864,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         """Primal: phi(X) - mu (m x d). Dual: centred test kernel vectors k_c (m x N)."""
         if self.formulation == "primal":
             assert self.feature_map_ is not None
-            return check_array(self.feature_map_.transform(X), "feature_map.transform(X)") - self.mean_
+            return _checked_features(self.feature_map_, X) - self.mean_
         return _center_test_rows(self._gram(X, self.X_fit_), self._train_means)
 
     def _exact_preimage(self) -> bool:
@@ -1081,7 +1116,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     def _kernel_diag(self, X: Array) -> Array:
         """k(x, x) for each row of X (dual): from the feature map, the kernel's diag, or row by row."""
         if self.feature_map_ is not None:
-            F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            F = _checked_features(self.feature_map_, X)
             return np.einsum("ij,ij->i", F, F)
         kernel = Linear() if self.kernel is None else self.kernel
         if hasattr(kernel, "diag"):

@@ -34,6 +34,7 @@ from ._validation import (
     check_not_sparse,
     check_positive,
 )
+from ._validation import atomic_fit, check_bool, check_map_output
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
@@ -334,6 +335,9 @@ class MultiViewRKM(BaseEstimator):
         if self.kernels is not None and self.feature_maps is not None:
             raise ValueError("give kernels or feature_maps, not both")
         check_positive(self.tol, "tol")
+        check_bool(self.rotate, "rotate")
+        check_bool(self.rescale, "rescale")
+        check_bool(self.progress, "progress", allow_none=True)
         check_stream_params(self.formulation, self.batch_size, self.device, self.dtype,
                             dual_device=True)
         if self.kernel_storage not in ("auto", "dense", "none"):
@@ -418,6 +422,7 @@ class MultiViewRKM(BaseEstimator):
             raise NotFittedError("this MultiViewRKM is not fitted yet: call fit(views) first")
 
     # --------------------------------------------------------------------- fit
+    @atomic_fit
     def fit(self, views: Sequence[ArrayLike], y: Any = None) -> "MultiViewRKM":
         """Train on the views (Algorithms 1-4 of the source).
 
@@ -461,7 +466,8 @@ class MultiViewRKM(BaseEstimator):
             if kind == "map" and streamed:
                 self._maps[v] = fit_feature_map(obj, Xs[v])
             elif kind == "map":
-                Phi = np.asarray(obj.fit(Xs[v]).transform(Xs[v]), dtype=np.float64)
+                Phi = np.asarray(check_map_output(obj.fit(Xs[v]).transform(Xs[v]), n,
+                                                  f"feature_maps[{v}].transform"), dtype=np.float64)
                 mean = Phi.mean(axis=0)
                 self._maps[v] = obj
                 self._feature_means[v] = mean
@@ -657,7 +663,9 @@ class MultiViewRKM(BaseEstimator):
         return self._centred_kernel(v, X) @ self.H_
 
     def _features(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:
-        return np.asarray(self._maps[v].transform(X), dtype=np.float64) - self._feature_means[v]
+        Phi = check_map_output(self._maps[v].transform(X), X.shape[0], f"feature_maps[{v}].transform",
+                               width=self._feature_means[v].shape[0])
+        return np.asarray(Phi, dtype=np.float64) - self._feature_means[v]
 
     def _training_feature_products(self, v: int, A: NDArray[np.float64],
                                    X: Any = None) -> NDArray[np.float64]:

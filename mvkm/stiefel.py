@@ -47,6 +47,7 @@ from ._validation import (
     check_sparse_symmetric,
     check_symmetric,
 )
+from ._validation import check_bool
 from .linalg import psd_sqrt, rotate_to_diagonal
 
 __all__ = [
@@ -794,6 +795,9 @@ def maximize_trace(
            [0., 0.],
            [0., 0.]])
     """
+    check_bool(progress, "progress")
+    check_bool(return_history, "return_history")
+    check_bool(rotate, "rotate")
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
     if n is not None:

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._validation import check_array, check_count
+from ._validation import check_bool
 
 __all__ = ["lag_embed", "recursive_forecast"]
 
@@ -85,6 +86,7 @@ def recursive_forecast(model: Any, history: ArrayLike, n_steps: int, *,
     -------
     ndarray of shape (n_steps,)
     """
+    check_bool(progress, "progress")
     dims = getattr(model, "view_dims_", None)
     if dims is None:
         raise ValueError("model must be fitted (it has no view_dims_): call fit first")

@@ -1,0 +1,224 @@
+"""Estimators that fail cleanly (issue 22, items 1-3): atomic fit, booleans, feature-map outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+from sklearn.preprocessing import FunctionTransformer
+from sklearn.utils.validation import check_is_fitted
+
+import mvkm
+import mvkm.datasets
+import mvkm.preimage
+import mvkm.timeseries
+from mvkm.covariance import feature_moments
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(50, 3))
+Y = rng.normal(size=(50, 2))
+M = rng.normal(size=(20, 3, 4))
+yM = np.repeat([0, 1], 10)
+
+
+def _fitted_attrs(est):
+    return [a for a in vars(est) if a.endswith("_") and not a.startswith("__")]
+
+
+# (factory, good fit args, bad fit args) for every estimator and errors raised at
+# different stages of fit: before any state (input checks), after fitted attributes
+# were set (the rank check of MultiViewRKM, sigma2 of KernelPPCA), inside a solver.
+FAILING_FITS = {
+    "rkm-rank": (lambda: mvkm.MultiViewRKM(6), ([X[:, :2], Y[:, :1]],)),
+    "rkm-nan": (lambda: mvkm.MultiViewRKM(2), ([X, np.full_like(Y, np.nan)],)),
+    "rkm-primal-rank": (lambda: mvkm.MultiViewRKM(3, formulation="primal"), ([X[:, :1], Y[:, :1]],)),
+    "rkm-stiefel-rank": (lambda: mvkm.MultiViewRKM(6, solver="stiefel", random_state=0),
+                         ([X[:, :2], Y[:, :1]],)),
+    "ppca-sigma2": (lambda: mvkm.KernelPPCA(sigma2=1e6), (X,)),
+    "ppca-rank": (lambda: mvkm.KernelPPCA(5), (X[:, :2],)),
+    "ppca-nan": (lambda: mvkm.KernelPPCA(1), (np.full_like(X, np.nan),)),
+    "kpls-views": (lambda: mvkm.MultiViewKPLS(2), ([X, Y[:10]],)),
+    "kpls-nan": (lambda: mvkm.MultiViewKPLS(2), ([X, np.full_like(Y, np.inf)],)),
+    "smm-classes": (lambda: mvkm.LowRankSMM(rank=1), (M, np.zeros(20))),
+    "smm-rank": (lambda: mvkm.LowRankSMM(rank=9), (M, yM)),
+    "rff-gamma": (lambda: mvkm.RandomFourierFeatures(sigma=-1.0, n_features=10), (X,)),
+    "nystrom-nan": (lambda: mvkm.Nystrom(mvkm.RBF(1.0), n_landmarks=5), (np.full_like(X, np.nan),)),
+    "identity-1d": (lambda: mvkm.Identity(), (np.zeros((2, 2, 2)),)),
+}
+
+GOOD_FITS = {
+    "rkm": (lambda: mvkm.MultiViewRKM(2), ([X, Y],)),
+    "ppca": (lambda: mvkm.KernelPPCA(2), (X,)),
+    "kpls": (lambda: mvkm.MultiViewKPLS(2), ([X, Y],)),
+    "smm": (lambda: mvkm.LowRankSMM(rank=1), (M, yM)),
+    "rff": (lambda: mvkm.RandomFourierFeatures(n_features=10, random_state=0), (X,)),
+    "nystrom": (lambda: mvkm.Nystrom(mvkm.RBF(1.0), n_landmarks=5, random_state=0), (X,)),
+    "identity": (lambda: mvkm.Identity(), (X,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FAILING_FITS))
+def test_failed_fit_leaves_estimator_unfitted(case):
+    make, args = FAILING_FITS[case]
+    est = make()
+    params = est.get_params()
+    with pytest.raises((ValueError, TypeError)):
+        est.fit(*args)
+    assert _fitted_attrs(est) == []
+    assert [a for a in vars(est) if a.startswith("_") and not a.startswith("_sklearn")] == []
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+    assert est.get_params() == params
+
+
+@pytest.mark.parametrize("case", sorted(FAILING_FITS))
+def test_failed_refit_leaves_estimator_unfitted(case):
+    """A refit that fails forgets the previous model too (no mix of old and new state)."""
+    make, args = FAILING_FITS[case]
+    good = GOOD_FITS[case.split("-")[0]]
+    est = make()
+    fresh = good[0]()
+    fresh.set_params(**{k: v for k, v in est.get_params().items() if k in ("kernel", "kernels")})
+    est.set_params(**fresh.get_params())
+    est.fit(*good[1])
+    check_is_fitted(est)
+    est.set_params(**make().get_params())
+    with pytest.raises((ValueError, TypeError)):
+        est.fit(*args)
+    assert _fitted_attrs(est) == []
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+
+
+def test_rkm_transform_after_failed_fit_raises():
+    """The example of the issue: transform and predict worked after the rank error."""
+    m = mvkm.MultiViewRKM(6)
+    with pytest.raises(ValueError, match="numerical rank"):
+        m.fit([X[:, :2], Y[:, :1]])
+    with pytest.raises(NotFittedError):
+        m.transform([X[:, :2], Y[:, :1]])
+    with pytest.raises(NotFittedError):
+        m.predict([X[:, :2], None], target=1)
+
+
+def test_interrupted_fit_leaves_estimator_unfitted(monkeypatch):
+    m = mvkm.KernelPPCA(2)
+
+    def interrupt(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mvkm.KernelPPCA, "_fit_top", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        m.fit(X)
+    assert _fitted_attrs(m) == []
+
+
+# ------------------------------------------------------------------ booleans (item 2)
+BOOL_CASES = {
+    "MultiViewRKM(rotate)": lambda v: mvkm.MultiViewRKM(2, rotate=v).fit([X, Y]),
+    "MultiViewRKM(rescale)": lambda v: mvkm.MultiViewRKM(2, rescale=v).fit([X, Y]),
+    "MultiViewRKM(progress)": lambda v: mvkm.MultiViewRKM(2, progress=v).fit([X, Y]),
+    "KernelPPCA(progress)": lambda v: mvkm.KernelPPCA(2, progress=v).fit(X),
+    "MultiViewKPLS(center)": lambda v: mvkm.MultiViewKPLS(2, center=v).fit([X, Y]),
+    "MultiViewKPLS(progress)": lambda v: mvkm.MultiViewKPLS(2, progress=v).fit([X, Y]),
+    "LowRankSMM(fit_intercept)": lambda v: mvkm.LowRankSMM(rank=1, fit_intercept=v).fit(M, yM),
+    "stable_kernel_smoother(clip)": lambda v: mvkm.preimage.stable_kernel_smoother(
+        np.ones((2, 50)), X, clip=v),
+    "load_mnist01(as_uint8)": lambda v: mvkm.datasets.load_mnist01(as_uint8=v),
+    "load_mnist01(pool)": lambda v: mvkm.datasets.load_mnist01(pool=v),
+    "psd_sqrt(inverse)": lambda v: mvkm.psd_sqrt(np.eye(2), inverse=v),
+    "top_eigh(center)": lambda v: mvkm.top_eigh(np.eye(3), 1, center=v),
+    "top_eigh(check_symmetric)": lambda v: mvkm.top_eigh(np.eye(3), 1, check_symmetric=v),
+    "kernel_top_eigh(center)": lambda v: mvkm.kernel_top_eigh(mvkm.RBF(1.0), X, 1, center=v),
+    "center_gram(copy)": lambda v: mvkm.center_gram(np.eye(3), copy=v),
+    "maximize_trace(rotate)": lambda v: mvkm.maximize_trace(np.eye(3), 1, rotate=v),
+    "maximize_trace(return_history)": lambda v: mvkm.maximize_trace(np.eye(3), 1, return_history=v),
+    "maximize_trace(progress)": lambda v: mvkm.maximize_trace(np.eye(3), 1, progress=v),
+    "matfree_top_eigh(return_info)": lambda v: mvkm.matfree_top_eigh(X, mvkm.RBF(1.0), 1,
+                                                                     return_info=v),
+    "feature_moments(progress)": lambda v: feature_moments([X], [mvkm.Identity().fit(X)],
+                                                           progress=v),
+    "recursive_forecast(progress)": lambda v: mvkm.timeseries.recursive_forecast(
+        mvkm.MultiViewRKM(1).fit([X[:, :2], X[:, 2:]]), X[:5, 0], 2, progress=v),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BOOL_CASES))
+@pytest.mark.parametrize("value", ["no", 0, 1, None, "False"])
+def test_boolean_parameters_refuse_non_booleans(case, value):
+    if value is None and "progress" in case and case.split("(")[0] in (
+            "MultiViewRKM", "KernelPPCA", "MultiViewKPLS", "feature_moments"):
+        BOOL_CASES[case](value)          # None means "automatic" there
+        return
+    name = case.split("(")[1].rstrip(")")
+    with pytest.raises(TypeError, match=rf"^{name} must be a bool \(True.*got {value!r} of type"):
+        BOOL_CASES[case](value)
+
+
+@pytest.mark.parametrize("case", sorted(BOOL_CASES))
+def test_boolean_parameters_accept_numpy_bools(case):
+    BOOL_CASES[case](np.False_)
+
+
+# ------------------------------------------------------------------ feature maps (item 3)
+half = FunctionTransformer(lambda A: A[: len(A) // 2])
+
+
+@pytest.mark.parametrize("kw", [{}, {"batch_size": 10}])
+def test_rkm_checks_feature_map_rows(kw):
+    with pytest.raises(ValueError, match=r"feature_maps\[0\]\.transform must return one row per"):
+        mvkm.MultiViewRKM(2, formulation="primal", feature_maps=[half, half], **kw).fit([X, Y])
+
+
+def test_rkm_transform_checks_feature_map_width():
+    class Grows(FunctionTransformer):
+        pass
+
+    m = mvkm.MultiViewRKM(2, formulation="primal",
+                          feature_maps=[FunctionTransformer(), FunctionTransformer()]).fit([X, Y])
+    m._maps[1] = FunctionTransformer(lambda A: np.hstack([A, A])).fit(Y)
+    with pytest.raises(ValueError, match=r"feature_maps\[1\]\.transform returned 4 columns"):
+        m.transform([X, Y])
+
+
+def test_ppca_and_kpls_check_feature_map_rows():
+    with pytest.raises(ValueError, match=r"feature_map\.transform must return one row per"):
+        mvkm.KernelPPCA(2, formulation="primal", feature_map=half).fit(X)
+    with pytest.raises(ValueError, match=r"kernels\[0\]\.transform must return one row per"):
+        mvkm.MultiViewKPLS(2, formulation="primal", kernels=[half, half]).fit([X, Y])
+
+
+class _Alternating:
+    """A map whose width changes from call to call (1, 2, 1, 2, ... copies of the input)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def fit(self, X, y=None):
+        return self
+
+    def transform(self, A):
+        self.calls += 1
+        return np.hstack([A] * (1 + self.calls % 2))
+
+
+def test_feature_moments_checks_rows_and_width():
+    with pytest.raises(ValueError, match=r"feature_maps\[0\]\.transform must return one row"):
+        feature_moments([X, Y], [half.fit(X), half.fit(Y)], batch_size=10)
+    with pytest.raises(ValueError, match="fixed output width"):
+        feature_moments([X], [_Alternating()], batch_size=10)
+
+
+# ------------------------------------------------------------------ KernelPPCA at a tie (item 4)
+@pytest.mark.parametrize("q", [1, 2])
+def test_ppca_refuses_zero_signal_at_tied_eigenvalues(q):
+    """RBF(1.0) on raw pixels: K = I to round-off, sigma2_ = lambda_q / N, A = 0."""
+    Xm = mvkm.datasets.load_mnist01(as_uint8=True)[0][:200].astype(float)
+    m = mvkm.KernelPPCA(q, kernel=mvkm.RBF(1.0))
+    with pytest.raises(ValueError, match=r"lambda_q / N = 0\.005 .*bandwidth.*RBF\(sigma=1\.0\)"):
+        m.fit(Xm)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(m)
+    # a bandwidth at the data's scale keeps sigma2 below the bound (the check lets it through)
+    ok = mvkm.KernelPPCA(q, kernel=mvkm.RBF(3000.0)).fit(Xm)
+    assert ok.sigma2_ < 0.9 * ok.eigenvalues_[q - 1] / 200
