@@ -280,7 +280,10 @@ def check_random_state(random_state: Any) -> np.random.Generator:
     """Turn ``None``, an int or a Generator into a :class:`numpy.random.Generator`."""
     if random_state is None:
         return np.random.default_rng()
-    if isinstance(random_state, (Integral, np.integer)):
+    if isinstance(random_state, (Integral, np.integer)) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"random_state must be None, an int >= 0 or a numpy Generator, "
+                             f"got {random_state!r}")
         return np.random.default_rng(int(random_state))
     if isinstance(random_state, np.random.Generator):
         return random_state
@@ -370,3 +373,77 @@ def check_dask_chunks(X: Any, name: str = "X") -> None:
         raise ValueError(
             f"{name} is a dask array with unknown chunk sizes (shape {shape}), e.g. after "
             f"boolean indexing; call {name}.compute_chunk_sizes() first")
+
+
+def check_torch_device(device: Any, name: str = "device") -> Any:
+    """A ``torch.device`` from a string or device, checked to be usable on this machine.
+
+    Every device type gets the same clear ``ValueError`` naming ``name``: an
+    unknown string, a CUDA device without a GPU (or with a too-large index),
+    and any other backend (``"mps"``, ``"xpu"``, ``"vulkan"``, ...) that torch
+    cannot allocate on here. ``"meta"`` holds no data and is refused.
+    """
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a torch device such as 'cpu' or 'cuda', "
+                         f"got {device!r}") from exc
+    if dev.type == "cpu":
+        return dev
+    if dev.type == "meta":
+        raise ValueError(f"{name}={device!r} holds no data (shapes only); use 'cpu' or 'cuda'")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{name}={device!r} was asked for, but torch sees no CUDA GPU here")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"{name}={device!r} was asked for, but torch sees only "
+                             f"{torch.cuda.device_count()} CUDA GPU(s) here")
+        return dev
+    try:
+        torch.zeros(1, device=dev).cpu()
+    except Exception as exc:  # noqa: BLE001 - each backend raises its own type
+        raise ValueError(f"{name}={device!r} was asked for, but torch cannot use a "
+                         f"{dev.type!r} device here ({type(exc).__name__}); use 'cpu' or "
+                         "'cuda'") from exc
+    return dev
+
+
+def check_views_and_maps(views: Any, maps: Any) -> None:
+    """Check each view of a streamed reduction (2-D or 1-D, known chunk sizes) and each map.
+
+    ``None`` views, 3-D views, dask arrays of unknown chunk sizes and maps
+    without ``transform`` each get an error naming ``views[v]`` or
+    ``feature_maps[v]`` (not an ``AttributeError`` or a shape mismatch later).
+    """
+    for v, (X, fm) in enumerate(zip(views, maps)):
+        if X is None:
+            raise TypeError(f"views[{v}] is None: every view is needed here")
+        check_dask_chunks(X, f"views[{v}]")
+        ndim = getattr(X, "ndim", None)
+        if ndim is None:
+            ndim = np.ndim(X)
+        if ndim not in (1, 2):
+            raise ValueError(f"views[{v}] must be a 1-D or 2-D array, got shape "
+                             f"{getattr(X, 'shape', np.shape(X))}")
+        if not callable(getattr(fm, "transform", None)):
+            raise TypeError(f"feature_maps[{v}] must be a fitted feature map with a transform "
+                            f"method, got {type(fm).__name__}")
+
+
+def check_finite_result(A: Any, what: str, inputs: str) -> Any:
+    """Raise a clear error when a quantity computed from the inputs is not finite.
+
+    ``what`` names the quantity (e.g. ``"the cross-covariance of the features"``),
+    ``inputs`` the argument it comes from (``"views"``). Finite inputs whose
+    products overflow float64 (entries near 1e155 and beyond) are the usual
+    cause; the message says to rescale them instead of a LAPACK error later.
+    """
+    arr = np.asarray(A)
+    if not np.isfinite(arr.sum()) and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{what} is not finite (an entry overflowed float64 or is NaN): "
+                         f"the values of {inputs} are too large for this computation, or a "
+                         f"map or kernel returned NaN; rescale {inputs} (e.g. "
+                         "sklearn.preprocessing.StandardScaler)")
+    return A

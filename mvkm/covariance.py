@@ -65,7 +65,8 @@ from numpy.typing import NDArray
 from scipy.linalg import blas as _blas
 
 from ._validation import check_array
-from ._validation import check_bool, check_map_output
+from ._validation import (check_bool, check_finite_result, check_map_output, check_torch_device,
+                          check_views_and_maps)
 
 __all__ = ["FeatureMoments", "chunk_features", "feature_moments", "features_times", "fit_feature_map",
            "is_dask_array", "view_scales", "column_scales",
@@ -580,6 +581,7 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
         raise ValueError("views is empty: give at least one view")
     dtype = _check_dtype(dtype)
     batch_size = check_batch_size(batch_size)
+    check_views_and_maps(views, maps)
     sizes = {v: int(X.shape[0]) for v, X in enumerate(views)}
     if len(set(sizes.values())) > 1:
         raise ValueError(f"all views must have the same number of samples, got {sizes}")
@@ -615,7 +617,9 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     finally:
         if bar is not None:
             bar.close()
-    return acc.result(dims)
+    moments = acc.result(dims)
+    check_finite_result(moments.scatter, "the scatter of the features", "views")
+    return moments
 
 
 def _feature_dims(maps: Sequence[Any], Xs: Sequence[Any]) -> list[int]:
@@ -670,15 +674,7 @@ def fit_feature_map(fm: Any, X: Any) -> Any:
 # ---------------------------------------------------------------- devices and row maps
 def check_device(device: Any) -> Any:
     """A torch device from a string or device; a clear ``ValueError`` if it is unknown or absent."""
-    import torch
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {device!r}") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} was asked for, but torch sees no CUDA GPU here")
-    return dev
+    return check_torch_device(device)
 
 
 def map_rows(func: Callable[..., Array], views: Sequence[Any], *, batch_size: int | None,

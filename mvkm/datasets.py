@@ -216,6 +216,9 @@ def load_mfeat(views: Sequence[str] = MFEAT_VIEWS) -> tuple[list[NDArray[np.floa
 
     if isinstance(views, str):
         raise ValueError(f"views must be a sequence of view names, got the string {views!r}")
+    if not isinstance(views, (list, tuple)):
+        raise TypeError(f"views must be a list or tuple of view names among {MFEAT_VIEWS}, "
+                        f"got {views!r}")
     views = list(views)
     unknown = [v for v in views if v not in MFEAT_VIEWS]
     if unknown or not views or len(set(views)) != len(views):

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from ._validation import check_array, check_count, check_positive, check_random_state
-from ._validation import atomic_fit, check_bool
+from ._validation import atomic_fit, check_bool, check_finite_result
 from .kernels import RBF, Kernel, Linear
 
 __all__ = ["Identity", "RandomFourierFeatures", "Nystrom"]
@@ -209,7 +209,8 @@ class Nystrom(TransformerMixin, BaseEstimator):
         landmarks = check_array(landmarks, "landmarks")
         m = landmarks.shape[0]
         self.landmarks_ = landmarks
-        Kmm = kernel(self.landmarks_)
+        Kmm = check_finite_result(kernel(self.landmarks_), "the landmark Gram matrix "
+                                  "kernel(landmarks)", "X")
         evals, evecs = np.linalg.eigh(0.5 * (Kmm + Kmm.T))
         top = float(evals.max())
         if not np.all(np.isfinite(evals)) or not top > 0.0:

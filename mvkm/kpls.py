@@ -44,7 +44,8 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
 from ._validation import check_array, check_random_state, reset_fitted
-from ._validation import atomic_fit, check_bool, check_map_output
+from ._validation import (atomic_fit, check_bool, check_dask_chunks, check_finite_result,
+                          check_map_output)
 from .features import Identity
 from .covariance import (
     check_stream_params,
@@ -194,10 +195,13 @@ class MultiViewKPLS(BaseEstimator):
         out = []
         for v, X in enumerate(views):
             if is_dask_array(X):
+                check_dask_chunks(X, f"views[{v}]")
                 if X.ndim not in (1, 2):
                     raise ValueError(f"views[{v}] must be 1-D or 2-D, got a dask array of shape {X.shape}")
                 out.append(X[:, None] if X.ndim == 1 else X)
                 continue
+            if X is None:
+                raise TypeError(f"views[{v}] is None: every view is needed here")
             arr = np.asarray(X) if not hasattr(X, "tocsr") else X
             if getattr(arr, "ndim", 2) == 1:
                 arr = arr[:, None]
@@ -425,6 +429,7 @@ class MultiViewKPLS(BaseEstimator):
                 block = Phis[u].T @ Phis[v]
                 C[dims[u]:dims[u + 1], dims[v]:dims[v + 1]] = block
                 C[dims[v]:dims[v + 1], dims[u]:dims[u + 1]] = block.T
+        check_finite_result(C, "the cross-covariance of the features", "views")
         lam, W, total = self._primal_eig(C)
         es = [Phis[v] @ W[dims[v]:dims[v + 1]] for v in range(V)]     # scores e_v = Phi_v w_v
         return self._primal_finish(lam, W, np.vstack(es), dims, total)

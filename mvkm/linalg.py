@@ -36,7 +36,7 @@ from ._validation import (
     max_abs,
     symmetric_scale,
 )
-from ._validation import check_bool
+from ._validation import check_bool, check_positive
 
 __all__ = ["ConvergenceWarning", "flip_signs", "kernel_top_eigh", "psd_sqrt", "rotate_to_diagonal",
            "top_eigh"]
@@ -97,6 +97,8 @@ def psd_sqrt(A: ArrayLike, *, inverse: bool = False, rcond: float | None = None)
         Symmetric with ``R @ R == A`` (or ``R @ R == pinv(A)``) up to round-off.
     """
     check_bool(inverse, "inverse")
+    if rcond is not None:
+        check_positive(rcond, "rcond", strict=False)
     A = check_symmetric(A, "A")
     evals, evecs = np.linalg.eigh(0.5 * (A + A.T))
     if rcond is None:

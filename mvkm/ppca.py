@@ -81,7 +81,7 @@ from ._validation import (
     check_symmetric,
     reset_fitted,
 )
-from ._validation import atomic_fit, check_bool, check_map_output
+from ._validation import atomic_fit, check_bool, check_dask_chunks, check_map_output
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
@@ -430,6 +430,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     def _fit(self, X: ArrayLike) -> "KernelPPCA":
         streamed = self._streamed(X)
         if is_dask_array(X):
+            check_dask_chunks(X, "X")
             if self.formulation != "primal":
                 raise ValueError("X given as a dask array needs formulation='primal' (a streamed "
                                  "scatter of explicit features)")
@@ -898,6 +899,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         """
         if is_dask_array(X) or (self.batch_size is not None and self.formulation == "primal"):
             check_is_fitted(self, "sigma2_")
+            check_dask_chunks(X, "X")
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X must have shape (m, {self.n_features_in_}), got {X.shape}")
             return map_rows(lambda Xc: self._transform(np.asarray(Xc)), [X],

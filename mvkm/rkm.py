@@ -34,7 +34,7 @@ from ._validation import (
     check_not_sparse,
     check_positive,
 )
-from ._validation import atomic_fit, check_bool, check_map_output
+from ._validation import atomic_fit, check_bool, check_dask_chunks, check_map_output
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
@@ -128,6 +128,7 @@ def _as_2d(X: ArrayLike, name: str) -> Any:
     when they are read); only its number of dimensions is checked here.
     """
     if is_dask_array(X):
+        check_dask_chunks(X, name)
         if X.ndim not in (1, 2):
             raise ValueError(f"{name} must be a 1-D or 2-D array, got a dask array of shape {X.shape}")
         return X[:, None] if X.ndim == 1 else X
@@ -136,6 +137,23 @@ def _as_2d(X: ArrayLike, name: str) -> Any:
     if arr.ndim == 1:
         arr = arr[:, None]
     return check_array(arr, name)
+
+
+#: Largest max|B| handed to the Stiefel solver: its squared norms (about n max|B|^2) stay finite.
+_STIEFEL_MAX_SCALE = 1e150
+
+
+def _checked_gamma_spectrum(Gamma: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The eigenvalues of Gamma (descending); a clear error if s exceeds the numerical rank."""
+    s = Gamma.shape[0]
+    ev = np.sort(np.linalg.eigvalsh(0.5 * (Gamma + Gamma.T)))[::-1]
+    if not ev[-1] > 1e-12 * max(ev[0], np.finfo(float).tiny):
+        raise ValueError(
+            f"n_components={s} exceeds the numerical rank of the training data: "
+            f"Gamma's smallest eigenvalue is {ev[-1]:.3g} (largest {ev[0]:.3g}); use fewer "
+            "components" + (" (every view is constant: the centred data are zero)"
+                            if ev[0] == 0 else ""))
+    return ev
 
 
 class MultiViewRKM(BaseEstimator):
@@ -355,6 +373,12 @@ class MultiViewRKM(BaseEstimator):
             raise ValueError(f"expected {n_views} views (as in fit), got {len(views)}")
         if len(views) == 0:
             raise ValueError("views is empty: give at least one view")
+        if len(views) == 1 and views[0] is not None and getattr(views[0], "ndim", np.ndim(views[0])) == 1:
+            # one view: the model is scikit-learn's single-array estimator, which refuses 1-D X
+            raise ValueError(
+                "views[0] must be a 2-D array (one view: 1-D input is ambiguous), got shape "
+                f"{np.shape(views[0])}; Reshape your data either using array.reshape(-1, 1) if it "
+                "has a single feature or array.reshape(1, -1) if it contains a single sample")
         out: list[NDArray[np.float64] | None] = []
         for v, X in enumerate(views):
             if X is None:
@@ -492,12 +516,7 @@ class MultiViewRKM(BaseEstimator):
             self._fit_primal(s)
         else:
             self._fit_dual(s, n)
-        self.eigenvalues_ = np.sort(np.linalg.eigvalsh(0.5 * (self.Gamma_ + self.Gamma_.T)))[::-1]
-        if self.eigenvalues_[-1] <= 1e-12 * max(self.eigenvalues_[0], np.finfo(float).tiny):
-            raise ValueError(
-                f"n_components={s} exceeds the numerical rank of the training data: "
-                f"Gamma's smallest eigenvalue is {self.eigenvalues_[-1]:.3g} "
-                f"(largest {self.eigenvalues_[0]:.3g}); use fewer components")
+        self.eigenvalues_ = _checked_gamma_spectrum(self.Gamma_)
         return self
 
     def fit_transform(self, views: Sequence[ArrayLike], y: Any = None) -> NDArray[np.float64]:
@@ -531,6 +550,12 @@ class MultiViewRKM(BaseEstimator):
             return A, np.diag(lam)
         from .stiefel import maximize_trace  # torch is imported only for Stiefel training
 
+        if not callable(B) and not float(np.max(np.abs(B))) < _STIEFEL_MAX_SCALE:
+            raise ValueError(
+                f"the {'kernel' if self.formulation == 'dual' else 'covariance'} matrix has entries "
+                f"up to {float(np.max(np.abs(B))):.3g}, beyond {_STIEFEL_MAX_SCALE:.0e}: the Stiefel "
+                "solver's squared norms would overflow float64; rescale the views (e.g. "
+                "sklearn.preprocessing.StandardScaler) or use solver='eig'")
         A_prime, history = maximize_trace(
             B, s, method=self.stiefel_method, n=size, tol=self.tol, max_iter=self.max_iter,
             random_state=self.random_state, progress=bool(self.progress), return_history=True,
@@ -588,6 +613,7 @@ class MultiViewRKM(BaseEstimator):
 
     def _set_primal(self, U_tilde: NDArray[np.float64], Gamma: NDArray[np.float64]) -> None:
         """U = U~ Gamma^{1/2} (step 6 of Algorithm 1) split per view, and U_v^T U_v."""
+        _checked_gamma_spectrum(Gamma)          # before Gamma^{-1} in H = Phi U Gamma^{-1}
         U = U_tilde @ psd_sqrt(Gamma) if self.rescale else U_tilde
         self.U_tilde_ = U_tilde
         self.Gamma_ = Gamma

@@ -47,7 +47,7 @@ from ._validation import (
     check_sparse_symmetric,
     check_symmetric,
 )
-from ._validation import check_bool
+from ._validation import check_bool, check_torch_device
 from .linalg import psd_sqrt, rotate_to_diagonal
 
 __all__ = [
@@ -620,6 +620,7 @@ def _check_device(device: Any) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} was requested but no CUDA device is available "
                          "(torch.cuda.is_available() is False); use device='cpu'")
+    check_torch_device(device)
     return dev
 
 

@@ -222,3 +222,127 @@ def test_ppca_refuses_zero_signal_at_tied_eigenvalues(q):
     # a bandwidth at the data's scale keeps sigma2 below the bound (the check lets it through)
     ok = mvkm.KernelPPCA(q, kernel=mvkm.RBF(3000.0)).fit(Xm)
     assert ok.sigma2_ < 0.9 * ok.eigenvalues_[q - 1] / 200
+
+
+# ------------------------------------------------------------------ messages (items 6, 7, 8)
+def _unknown_chunks(A):
+    da = pytest.importorskip("dask.array")
+    dA = da.from_array(A, chunks=10)
+    return dA[dA[:, 0] > -100]
+
+
+@pytest.mark.parametrize("case", ["ppca", "feature_moments", "rkm", "kpls"])
+def test_dask_unknown_chunk_sizes_say_compute_chunk_sizes(case):
+    uX, uY = _unknown_chunks(X), _unknown_chunks(np.hstack([X[:, :1], Y]))
+    fit = {
+        "ppca": lambda: mvkm.KernelPPCA(2, formulation="primal").fit(uX),
+        "feature_moments": lambda: feature_moments([uX], [mvkm.Identity().fit(X)]),
+        "rkm": lambda: mvkm.MultiViewRKM(2, formulation="primal").fit([uX, uY]),
+        "kpls": lambda: mvkm.MultiViewKPLS(2, formulation="primal").fit([uX, uY]),
+    }[case]
+    with pytest.raises(ValueError, match=r"unknown chunk sizes.*compute_chunk_sizes\(\)"):
+        fit()
+
+
+class _NanKernel(mvkm.RBF):
+    def __call__(self, A, B=None):
+        return np.full((len(A), len(A) if B is None else len(B)), np.nan)
+
+
+RAW_ERRORS = {
+    "rkm primal, constant views": (
+        lambda: mvkm.MultiViewRKM(2, formulation="primal").fit([np.ones((50, 3)), np.ones((50, 2))]),
+        r"n_components=2 exceeds the numerical rank.*every view is constant"),
+    "rkm stiefel at 1e100": (
+        lambda: mvkm.MultiViewRKM(2, solver="stiefel").fit([X * 1e100, Y * 1e100]),
+        r"kernel matrix has entries up to .*rescale the views"),
+    "kpls primal at 1e300": (
+        lambda: mvkm.MultiViewKPLS(2, formulation="primal").fit([X * 1e300, Y * 1e300]),
+        r"cross-covariance of the features is not finite.*rescale views"),
+    "ppca streamed at 1e200": (
+        lambda: mvkm.KernelPPCA(2, formulation="primal", batch_size=10).fit(X * 1e200),
+        r"scatter of the features is not finite"),
+    "ppca at 1e300": (lambda: mvkm.KernelPPCA(2).fit(X * 1e300), r"not finite.*rescale"),
+    "nystrom with a NaN kernel": (
+        lambda: mvkm.Nystrom(_NanKernel(1.0), n_landmarks=5).fit(X),
+        r"landmark Gram matrix kernel\(landmarks\) is not finite"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RAW_ERRORS))
+def test_no_raw_lapack_errors(case):
+    fit, pattern = RAW_ERRORS[case]
+    with pytest.raises(ValueError, match=pattern):
+        fit()
+
+
+@pytest.mark.xfail(reason="issue 22 item 7, LowRankSMM internals (smm.py belongs to item 5): "
+                          "'Q contains NaN or infinite values' at 1e300", strict=True)
+def test_smm_at_1e300_names_the_scale():
+    with pytest.raises(ValueError, match="rescale"):
+        mvkm.LowRankSMM(rank=1).fit(M * 1e300, yM)
+
+
+MISLEADING = {
+    "psd_sqrt rcond=-1": (lambda: mvkm.psd_sqrt(np.eye(2), rcond=-1), ValueError,
+                          r"^rcond must be finite and >= 0, got -1"),
+    "recursive_forecast(KernelPPCA)": (
+        lambda: mvkm.timeseries.recursive_forecast(mvkm.KernelPPCA(2).fit(X), X[:, 0], 3),
+        TypeError, r"^model must be a fitted two-view model with predict.*got KernelPPCA"),
+    "recursive_forecast(unfitted)": (
+        lambda: mvkm.timeseries.recursive_forecast(mvkm.MultiViewRKM(1), X[:, 0], 3),
+        ValueError, r"^model must be fitted"),
+    "feature_moments 3-d view": (
+        lambda: feature_moments([np.zeros((5, 2, 2))], [mvkm.Identity().fit(X)]), ValueError,
+        r"^views\[0\] must be a 1-D or 2-D array, got shape \(5, 2, 2\)"),
+    "kpls None view": (lambda: mvkm.MultiViewKPLS(2).fit([X, None]), TypeError,
+                       r"^views\[1\] is None"),
+    "random_state=-1 (stiefel)": (
+        lambda: mvkm.MultiViewRKM(2, solver="stiefel", random_state=-1).fit([X, Y]), ValueError,
+        r"^random_state must be None, an int >= 0 or a numpy Generator, got -1"),
+    "random_state=-1 (rff)": (
+        lambda: mvkm.RandomFourierFeatures(random_state=-1).fit(X), ValueError,
+        r"^random_state must be None, an int >= 0"),
+    "load_mfeat(None)": (lambda: mvkm.datasets.load_mfeat(None), TypeError,
+                         r"^views must be a list or tuple of view names"),
+    "feature_moments None view": (
+        lambda: feature_moments([X, None], [mvkm.Identity().fit(X)] * 2), TypeError,
+        r"^views\[1\] is None"),
+    "feature_moments map without transform": (
+        lambda: feature_moments([X], [object()]), TypeError,
+        r"^feature_maps\[0\] must be a fitted feature map with a transform method"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MISLEADING))
+def test_messages_say_what_is_wrong(case):
+    fit, exc, pattern = MISLEADING[case]
+    with pytest.raises(exc, match=pattern):
+        fit()
+
+
+DEVICES = ["mps", "xpu", "vulkan", "meta", "cuda", "cuda:7", "nonsense"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("where", ["rkm", "ppca", "maximize_trace", "feature_moments"])
+def test_every_device_string_gets_a_clear_error(device, where):
+    torch = pytest.importorskip("torch")
+    if device.startswith("cuda") and torch.cuda.is_available() and device == "cuda":
+        pytest.skip("a CUDA GPU is present")
+    fit = {
+        "rkm": lambda: mvkm.MultiViewRKM(2, formulation="primal", device=device).fit([X, Y]),
+        "ppca": lambda: mvkm.KernelPPCA(2, formulation="primal", device=device).fit(X),
+        "maximize_trace": lambda: mvkm.maximize_trace(np.eye(3), 1, device=device),
+        "feature_moments": lambda: feature_moments([X], [mvkm.Identity().fit(X)], device=device),
+    }[where]
+    with pytest.raises(ValueError, match=r"^device(=| must be)"):
+        fit()
+
+
+def test_single_view_rkm_refuses_1d_input():
+    with pytest.raises(ValueError, match=r"views\[0\] must be a 2-D array.*reshape\(-1, 1\)"):
+        mvkm.MultiViewRKM(1).fit([X[:, 0]])
+    # two views: a 1-D view is still one column (the book's time-series target view)
+    m = mvkm.MultiViewRKM(1).fit([X[:, :2], X[:, 2]])
+    assert m.view_dims_ == [2, 1]
