@@ -43,7 +43,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
-from ._validation import check_array, check_random_state, reset_fitted
+from ._validation import check_array, check_random_state, check_symmetric, reset_fitted
 from ._validation import (atomic_fit, check_bool, check_dask_chunks, check_finite_result,
                           check_map_output)
 from .features import Identity
@@ -84,6 +84,24 @@ def _symmetric_form(Ks: list[NDArray[np.float64]]) -> tuple[list[NDArray[np.floa
             S[u * N:(u + 1) * N, v * N:(v + 1) * N] = block
             S[v * N:(v + 1) * N, u * N:(u + 1) * N] = block.T
     return Rs, S
+
+
+class _CallableKernel:
+    """A user's kernel callable ``k(X, Y) -> Gram`` (e.g. a scikit-learn kernel), its output checked."""
+
+    def __init__(self, k: Any, name: str) -> None:
+        self.k, self.name = k, name
+
+    def __call__(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+        B = X if Y is None else Y
+        G = np.asarray(self.k(X, B), dtype=np.float64)
+        if G.shape != (X.shape[0], B.shape[0]):
+            raise ValueError(f"{self.name}(X, Y) must return a Gram matrix of shape "
+                             f"{(X.shape[0], B.shape[0])}, got shape {G.shape}")
+        return check_finite_result(G, f"the Gram matrix of {self.name}", "views")
+
+    def __repr__(self) -> str:
+        return repr(self.k)
 
 
 class MultiViewKPLS(BaseEstimator):
@@ -147,12 +165,16 @@ class MultiViewKPLS(BaseEstimator):
         :math:`\sum_v \alpha_v^\top K_v \alpha_v = 1` per component (the
         columns of :math:`D^{1/2}\alpha` are orthonormal).
     explained_variance_ratio_ : ndarray of shape (k,)
-        :math:`\lambda_j / \sum_{\lambda_i > 0}\lambda_i`. With the Lanczos
-        route the denominator needs the whole spectrum: it is computed
-        (densely) on first access.
+        :math:`\lambda_j / \sum_{\lambda_i > 0}\lambda_i`. The denominator
+        needs the whole spectrum: the dense route has it; the Lanczos route
+        computes it during ``fit`` when :math:`VN \le 1500` and otherwise
+        leaves the attribute out (reading it raises ``AttributeError``). The
+        kernel matrices are never kept after ``fit``.
     n_components_ : int
-    n_features_in_ : list of int
-        The number of input features of each view.
+    n_features_in_ : int
+        The total number of input features, :math:`\sum_v d_v`.
+    view_dims_ : list of int
+        The number of input features :math:`d_v` of each view.
     n_views_ : int
 
     Examples
@@ -248,10 +270,14 @@ class MultiViewKPLS(BaseEstimator):
                         f"kernels[{v}] = {k!r} has no explicit feature map, so the primal cannot be "
                         "formed: use formulation='dual', or an explicit map such as "
                         "mvkm.RandomFourierFeatures")
-            else:
-                if not isinstance(k, Kernel):
-                    raise ValueError(f"kernels[{v}] must be an mvkm kernel (e.g. mvkm.RBF(1.0)), got {k!r}")
+            elif isinstance(k, Kernel) or (isinstance(k, str) and k == "precomputed"):
                 out.append(k)
+            elif callable(k):
+                out.append(_CallableKernel(k, f"kernels[{v}]"))
+            else:
+                raise ValueError(f"kernels[{v}] must be an mvkm kernel (e.g. mvkm.RBF(1.0)), a "
+                                 "callable k(X, Y) -> Gram matrix (e.g. a scikit-learn kernel) or "
+                                 f"'precomputed', got {k!r}")
         return out
 
     # -- fitting ----------------------------------------------------------------------------
@@ -270,8 +296,10 @@ class MultiViewKPLS(BaseEstimator):
         if N < 2:
             raise ValueError(f"views must have at least 2 rows, got {N}")
         self.n_views_ = V
-        self.n_features_in_ = [X.shape[1] for X in Xs]
-        self._X_fit = Xs
+        self.view_dims_ = [int(X.shape[1]) for X in Xs]
+        self.n_features_in_ = int(sum(self.view_dims_))
+        self.n_samples_ = N
+        self._X_fit = [None if isinstance(k, str) else X for X, k in zip(Xs, maps)]
         self._maps = maps
         if streamed:
             lam, alphas, total = self._fit_primal_streamed(Xs, maps)
@@ -288,8 +316,11 @@ class MultiViewKPLS(BaseEstimator):
     def _kernel_blocks(self, Xs: list[NDArray[np.float64]], kernels: list[Kernel]) -> list[NDArray[np.float64]]:
         Ks = []
         self._train_means = []
-        for X, k in zip(Xs, kernels):
-            K = k(X)
+        for v, (X, k) in enumerate(zip(Xs, kernels)):
+            if isinstance(k, str):                       # "precomputed": the view is K_v itself
+                K = check_symmetric(X, f"views[{v}]").copy()
+            else:
+                K = k(X)
             self._train_means.append(K.mean(axis=0))
             Ks.append(center_gram(K, copy=False) if self.center else K)
         return Ks
@@ -333,8 +364,11 @@ class MultiViewKPLS(BaseEstimator):
                 lam, alpha, total = self._dense(Ks)
             else:
                 (lam, alpha), total = found, None
+                if V * N <= _DENSE_MAX:     # small: the whole spectrum costs what the dense route does
+                    mu = np.linalg.eigvalsh(_symmetric_form(Ks)[1])
+                    total = float(mu[mu > 0].sum())
         scores = np.vstack([K @ alpha[v * N:(v + 1) * N] for v, K in enumerate(Ks)])
-        self._Ks = Ks
+        # the kernel matrices are not kept (V N^2 numbers): the model stores O(N k) per view
         return lam, self._finish(alpha, scores, V, N), total
 
     def _dense(self, Ks):
@@ -492,8 +526,11 @@ class MultiViewKPLS(BaseEstimator):
         """Eigenvalues over the sum of all positive eigenvalues of Omega (computed on first access)."""
         self._check_fitted()
         if self._positive_total is None:
-            mu = np.linalg.eigvalsh(_symmetric_form(self._Ks)[1])
-            self._positive_total = float(mu[mu > 0].sum())
+            raise AttributeError(
+                "explained_variance_ratio_ needs the sum of every positive eigenvalue of Omega, "
+                f"which the Lanczos route does not compute for V N > {_DENSE_MAX} (a dense "
+                "O((V N)^3) eigensolve, and the kernel matrices are not kept): fit with "
+                "solver='dense' or a float n_components to get it")
         return self.eigenvalues_ / self._positive_total
 
     def transform(self, views: Sequence[ArrayLike]) -> list[NDArray[np.float64]]:
@@ -504,7 +541,7 @@ class MultiViewKPLS(BaseEstimator):
         """
         self._check_fitted()
         Xs = self._check_views(views, self.n_views_)
-        for v, (X, d) in enumerate(zip(Xs, self.n_features_in_)):
+        for v, (X, d) in enumerate(zip(Xs, self.view_dims_)):
             if X.shape[1] != d:
                 raise ValueError(f"views[{v}] has {X.shape[1]} features, but the model was fitted "
                                  f"with {d}")
@@ -524,8 +561,14 @@ class MultiViewKPLS(BaseEstimator):
                 Phi = check_map_output(self._maps[v].transform(X), X.shape[0], f"kernels[{v}].transform",
                                        width=self._feature_means[v].shape[0])
                 out.append((Phi - self._feature_means[v]) @ self._W[v])
+            elif isinstance(self._maps[v], str):         # "precomputed": k(new rows, training rows)
+                Kt = X
+                if Kt.shape[1] != self.n_samples_:
+                    raise ValueError(f"views[{v}] must be a precomputed kernel between the new rows "
+                                     f"and the {self.n_samples_} training rows, got shape {Kt.shape}")
             else:
                 Kt = self._maps[v](X, self._X_fit[v])
+            if self.formulation == "dual":
                 if self.center:
                     Kt = _center_test_rows(Kt, self._train_means[v])
                 out.append(Kt @ self.dual_coef_[v])

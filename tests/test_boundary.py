@@ -346,3 +346,67 @@ def test_single_view_rkm_refuses_1d_input():
     # two views: a 1-D view is still one column (the book's time-series target view)
     m = mvkm.MultiViewRKM(1).fit([X[:, :2], X[:, 2]])
     assert m.view_dims_ == [2, 1]
+
+
+# ------------------------------------------------------------------ MultiViewKPLS (item 10)
+def test_kpls_does_not_keep_its_kernel_matrices():
+    """Pickled size O(N k) per view (plus the training views), not V N^2 kernel entries."""
+    import pickle
+
+    N = 400
+    Xs = [rng.normal(size=(N, 2)) for _ in range(3)]
+    for solver in ("dense", "lanczos"):
+        m = mvkm.MultiViewKPLS(3, kernels=mvkm.RBF(1.0), solver=solver, random_state=0).fit(Xs)
+        size = len(pickle.dumps(m))
+        # views 3 N 2, dual_coef_ 3 N 3, train means 3 N: 18 N numbers; V N^2 = 1200 N
+        assert size < 8 * 40 * N, (solver, size)
+        assert not any(isinstance(a, list) and a and getattr(a[0], "shape", ()) == (N, N)
+                       for a in vars(m).values())
+
+
+def test_kpls_explained_variance_ratio_on_the_lanczos_route():
+    """Small V N: computed during fit (equal to the dense route); large: a clear AttributeError."""
+    Xs = [rng.normal(size=(60, 2)) for _ in range(3)]
+    dense = mvkm.MultiViewKPLS(3, kernels=mvkm.RBF(1.0), solver="dense").fit(Xs)
+    lz = mvkm.MultiViewKPLS(3, kernels=mvkm.RBF(1.0), solver="lanczos", random_state=0).fit(Xs)
+    np.testing.assert_allclose(lz.explained_variance_ratio_, dense.explained_variance_ratio_,
+                               rtol=1e-8)
+    big = [rng.normal(size=(520, 2)) for _ in range(3)]
+    m = mvkm.MultiViewKPLS(2, kernels=mvkm.RBF(1.0), solver="lanczos", random_state=0).fit(big)
+    with pytest.raises(AttributeError, match="solver='dense'"):
+        m.explained_variance_ratio_
+
+
+def test_kpls_n_features_in_is_an_int_with_view_dims():
+    m = mvkm.MultiViewKPLS(2).fit([X, Y])
+    assert m.n_features_in_ == 5 and isinstance(m.n_features_in_, int)
+    assert m.view_dims_ == [3, 2]
+    with pytest.raises(ValueError, match=r"views\[1\] has 3 features"):
+        m.transform([X, X])
+
+
+def test_kpls_accepts_sklearn_kernels_and_precomputed():
+    """Same eigenvalues and scores (up to column signs) as the mvkm kernel they equal."""
+    from sklearn.gaussian_process.kernels import RBF as SkRBF
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    ref = mvkm.MultiViewKPLS(2, kernels=mvkm.RBF(1.0)).fit([X, Y])
+    Xn, Yn = X[:5] + 0.1, Y[:5] - 0.1
+    want = ref.transform([Xn, Yn])
+    fits = {
+        "sklearn kernel": (mvkm.MultiViewKPLS(2, kernels=SkRBF(1.0)).fit([X, Y]), [Xn, Yn]),
+        "function": (mvkm.MultiViewKPLS(2, kernels=lambda A, B: rbf_kernel(A, B, gamma=0.5))
+                     .fit([X, Y]), [Xn, Yn]),
+        "precomputed": (mvkm.MultiViewKPLS(2, kernels="precomputed")
+                        .fit([mvkm.RBF(1.0)(X), mvkm.RBF(1.0)(Y)]),
+                        [mvkm.RBF(1.0)(Xn, X), mvkm.RBF(1.0)(Yn, Y)]),
+    }
+    for name, (m, new) in fits.items():
+        np.testing.assert_allclose(m.eigenvalues_, ref.eigenvalues_, rtol=1e-10, err_msg=name)
+        for v in range(2):
+            np.testing.assert_allclose(np.abs(m.transform(new)[v]), np.abs(want[v]),
+                                       atol=1e-10, err_msg=name)
+    with pytest.raises(ValueError, match=r"kernels\[0\]\(X, Y\) must return a Gram matrix"):
+        mvkm.MultiViewKPLS(2, kernels=lambda A, B: A).fit([X, Y])
+    with pytest.raises(ValueError, match=r"views\[0\] must be a square matrix"):
+        mvkm.MultiViewKPLS(2, kernels="precomputed").fit([X, Y])
