@@ -294,7 +294,7 @@ class MultiViewKPLS(BaseEstimator):
             raise ValueError("views given as dask arrays need formulation='primal' (a streamed "
                              "scatter of explicit features)")
         if N < 2:
-            raise ValueError(f"views must have at least 2 rows, got {N}")
+            raise ValueError(f"views must have at least 2 rows (samples), got n_samples = {N}")
         self.n_views_ = V
         self.view_dims_ = [int(X.shape[1]) for X in Xs]
         self.n_features_in_ = int(sum(self.view_dims_))

@@ -121,6 +121,11 @@ def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit
     return "Algorithm 1" if primal else "Algorithm 2"
 
 
+def _ndim(X: Any) -> int:
+    """The number of dimensions of an array-like (its own ``ndim``, else that of ``np.asarray``)."""
+    return int(X.ndim) if hasattr(X, "ndim") else np.asarray(X).ndim
+
+
 def _as_2d(X: ArrayLike, name: str) -> Any:
     """A view as an n x d float array (1-D input is one column).
 
@@ -373,7 +378,7 @@ class MultiViewRKM(BaseEstimator):
             raise ValueError(f"expected {n_views} views (as in fit), got {len(views)}")
         if len(views) == 0:
             raise ValueError("views is empty: give at least one view")
-        if len(views) == 1 and views[0] is not None and getattr(views[0], "ndim", np.ndim(views[0])) == 1:
+        if len(views) == 1 and views[0] is not None and _ndim(views[0]) == 1:
             # one view: the model is scikit-learn's single-array estimator, which refuses 1-D X
             raise ValueError(
                 "views[0] must be a 2-D array (one view: 1-D input is ambiguous), got shape "
@@ -474,7 +479,7 @@ class MultiViewRKM(BaseEstimator):
             raise ValueError("views given as dask arrays need formulation='primal' (a streamed "
                              "covariance of explicit features)")
         if n < 2:
-            raise ValueError(f"need at least 2 samples, got {n}")
+            raise ValueError(f"views must have at least 2 rows (samples), got n_samples = {n}")
         specs = self._view_maps(V)
         self.n_views_ = V
         self.n_samples_ = n
