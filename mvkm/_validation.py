@@ -447,3 +447,11 @@ def check_finite_result(A: Any, what: str, inputs: str) -> Any:
                          f"map or kernel returned NaN; rescale {inputs} (e.g. "
                          "sklearn.preprocessing.StandardScaler)")
     return A
+
+
+def gram_of_view(kernel: Any, X: Any, name: str) -> Any:
+    """``kernel(X)``, its errors (a Gram matrix that overflowed, ...) prefixed with the view's name."""
+    try:
+        return kernel(X)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from exc

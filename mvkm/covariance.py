@@ -582,7 +582,7 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     dtype = _check_dtype(dtype)
     batch_size = check_batch_size(batch_size)
     check_views_and_maps(views, maps)
-    sizes = {v: int(X.shape[0]) for v, X in enumerate(views)}
+    sizes = {v: len(X) for v, X in enumerate(views)}
     if len(set(sizes.values())) > 1:
         raise ValueError(f"all views must have the same number of samples, got {sizes}")
     n = sizes[0]

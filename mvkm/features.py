@@ -217,7 +217,8 @@ class Nystrom(TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"the landmark Gram matrix kernel(landmarks) has no positive eigenvalue "
                 f"(largest {top:.3g}): the Nystrom map would have 0 features; check the "
-                "kernel and the data (e.g. a linear kernel on all-zero rows)"
+                "kernel and X (e.g. a linear kernel on all-zero rows, or values so small that "
+                "their products underflow)"
             )
         keep = evals > top * m * np.finfo(float).eps
         self.normalization_ = evecs[:, keep] / np.sqrt(evals[keep])

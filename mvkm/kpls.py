@@ -45,7 +45,7 @@ from sklearn.exceptions import NotFittedError
 
 from ._validation import check_array, check_random_state, check_symmetric, reset_fitted
 from ._validation import (atomic_fit, check_bool, check_dask_chunks, check_finite_result,
-                          check_map_output)
+                          check_map_output, gram_of_view)
 from .features import Identity
 from .covariance import (
     check_stream_params,
@@ -320,7 +320,7 @@ class MultiViewKPLS(BaseEstimator):
             if isinstance(k, str):                       # "precomputed": the view is K_v itself
                 K = check_symmetric(X, f"views[{v}]").copy()
             else:
-                K = k(X)
+                K = gram_of_view(k, X, f"views[{v}]")
             self._train_means.append(K.mean(axis=0))
             Ks.append(center_gram(K, copy=False) if self.center else K)
         return Ks
@@ -332,7 +332,9 @@ class MultiViewKPLS(BaseEstimator):
         if isinstance(nc, Integral):
             if nc > n_pos:
                 raise ValueError(f"n_components={nc} is larger than the number of positive "
-                                 f"eigenvalues of Omega ({n_pos})")
+                                 f"eigenvalues of Omega ({n_pos}) for these views (a view whose "
+                                 "centred kernel matrix is zero, e.g. a constant view or values so "
+                                 "small that their products underflow, adds none)")
             return int(nc)
         ratios = np.cumsum(lam[:n_pos]) / total
         return int(min(np.searchsorted(ratios, nc - 1e-12) + 1, n_pos))

@@ -523,7 +523,7 @@ def kernel_top_eigh(
     Xa = check_array(X, "X")
     n = Xa.shape[0]
     if n < 2:
-        raise ValueError(f"kernel_top_eigh needs n >= 2 points, got {n}")
+        raise ValueError(f"X must have n >= 2 rows (points) for kernel_top_eigh, got {n}")
     s = check_n_components(n_components, n - 1, what="n - 1")
     if n <= _AUTO_DENSE_MAX_N or s > _AUTO_DENSE_FRACTION * n:
         return top_eigh(kernel(Xa, n_jobs=n_jobs), s, "dense", center=center,

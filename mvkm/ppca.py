@@ -440,7 +440,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             X = check_array(X, "X")
         N = int(X.shape[0])
         if N < 2:
-            raise ValueError(f"KernelPPCA needs at least 2 samples, got n_samples = {N}")
+            raise ValueError(f"X must have at least 2 samples (rows) for KernelPPCA, got n_samples = {N}")
         self._fit_feature_map(X)
         self.X_fit_ = X
         self.n_features_in_ = X.shape[1]

@@ -34,7 +34,8 @@ from ._validation import (
     check_not_sparse,
     check_positive,
 )
-from ._validation import atomic_fit, check_bool, check_dask_chunks, check_map_output
+from ._validation import (atomic_fit, check_bool, check_dask_chunks, check_finite_result,
+                          check_map_output, gram_of_view)
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
@@ -156,7 +157,8 @@ def _checked_gamma_spectrum(Gamma: NDArray[np.float64]) -> NDArray[np.float64]:
         raise ValueError(
             f"n_components={s} exceeds the numerical rank of the training data: "
             f"Gamma's smallest eigenvalue is {ev[-1]:.3g} (largest {ev[0]:.3g}); use fewer "
-            "components" + (" (every view is constant: the centred data are zero)"
+            "components" + (" (the centred views are zero: every view is constant, or its values "
+                            "are so small, below about 1e-154, that their products underflow)"
                             if ev[0] == 0 else ""))
     return ev
 
@@ -589,11 +591,13 @@ class MultiViewRKM(BaseEstimator):
             # C = Phi^T Phi = Q (R R^T) Q^T with Phi^T = QR (Q: D x n): the eigenpairs of C
             # are (lam, Q w) for those (lam, w) of the n x n matrix R R^T, in O(n^2 D)
             Q, R = np.linalg.qr(Phi.T, mode="reduced")
-            lam, W = top_eigh(R @ R.T, s, check_symmetric=False,
+            RRt = check_finite_result(R @ R.T, "the covariance of the features", "views")
+            lam, W = top_eigh(RRt, s, check_symmetric=False,
                               random_state=0 if self.random_state is None else self.random_state)
             U_tilde, Gamma = flip_signs(Q @ W), np.diag(lam)
         else:
-            U_tilde, Gamma = self._solve(Phi.T @ Phi, s)       # eq. (10)
+            C = check_finite_result(Phi.T @ Phi, "the covariance of the features", "views")
+            U_tilde, Gamma = self._solve(C, s)                 # eq. (10)
         self._set_primal(U_tilde, Gamma)
         U = np.vstack(self.U_)
         self.H_ = np.linalg.solve(Gamma, (Phi @ U).T).T       # eq. (6), Gamma symmetric
@@ -633,9 +637,10 @@ class MultiViewRKM(BaseEstimator):
         grams = []
         for v in range(self.n_views_):
             if self._kinds[v] == "map":
-                Kc = self._Phi_c[v] @ self._Phi_c[v].T
+                Kc = check_finite_result(self._Phi_c[v] @ self._Phi_c[v].T,
+                                         f"the centred kernel matrix of views[{v}]", f"views[{v}]")
             else:
-                Kv = self._kernels[v](self._X_fit[v])
+                Kv = gram_of_view(self._kernels[v], self._X_fit[v], f"views[{v}]")
                 self._kernel_means[v] = Kv.mean(axis=0)
                 Kc = center_gram(Kv, copy=False)
             grams.append(Kc)
