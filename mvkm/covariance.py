@@ -141,16 +141,39 @@ def progress_bar(total: int, desc: str, progress: bool | None, unit: str = "rows
     """A tqdm bar over ``total`` units, or ``None``.
 
     ``progress=True`` shows it at once; ``None`` (auto) shows it only once the
-    loop has run for 5 seconds (tqdm's ``delay``), so short fits print
-    nothing; ``False`` never. The environment variable ``MVKM_PROGRESS=0``
-    turns the automatic bar off (the test suite sets it).
+    loop has run for 5 seconds (tqdm's ``delay``) after its first chunk, so
+    short fits print nothing even when the first chunk pays a one-time cost
+    (importing torch took 9 s of a 50-row fit); ``False`` never. The
+    environment variable ``MVKM_PROGRESS=0`` turns the automatic bar off (the
+    test suite sets it).
     """
     if progress is False or (progress is None and os.environ.get("MVKM_PROGRESS", "1") == "0"):
         return None
+    kw = dict(total=total, desc=desc, unit=unit, unit_scale=True, leave=False)
+    if progress is None:
+        return _BarAfterFirstChunk(kw)
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False,
-                delay=0.0 if progress else 5.0)
+    return tqdm(delay=0.0, **kw)
+
+
+class _BarAfterFirstChunk:
+    """The automatic bar: created at the first ``update`` with a 5-second delay from then."""
+
+    def __init__(self, kw: dict[str, Any]) -> None:
+        self.kw, self.bar = kw, None
+
+    def update(self, n: int) -> None:
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(initial=n, delay=5.0, **self.kw)
+        else:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 @dataclass

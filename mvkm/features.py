@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from ._validation import check_array, check_count, check_positive, check_random_state
-from ._validation import atomic_fit, check_bool, check_finite_result
+from ._validation import atomic_fit, check_finite_result
 from .kernels import RBF, Kernel, Linear
 
 __all__ = ["Identity", "RandomFourierFeatures", "Nystrom"]

@@ -410,3 +410,31 @@ def test_kpls_accepts_sklearn_kernels_and_precomputed():
         mvkm.MultiViewKPLS(2, kernels=lambda A, B: A).fit([X, Y])
     with pytest.raises(ValueError, match=r"views\[0\] must be a square matrix"):
         mvkm.MultiViewKPLS(2, kernels="precomputed").fit([X, Y])
+
+
+def test_automatic_progress_bar_waits_past_the_first_chunk(monkeypatch):
+    """A 50-row streamed fit showed a bar: importing torch in the first chunk used up the 5 s delay."""
+    import tqdm.auto
+
+    made = []
+
+    class Fake:
+        def __init__(self, **kw):
+            made.append(kw)
+
+        def update(self, n):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Fake)
+    monkeypatch.delenv("MVKM_PROGRESS", raising=False)
+    bar = mvkm.covariance.progress_bar(50, "feature moments", None)
+    assert made == []                                  # nothing is timed before the first chunk
+    bar.update(10)
+    assert made and made[0]["delay"] == 5.0 and made[0]["initial"] == 10
+    bar.close()
+    made.clear()
+    mvkm.covariance.progress_bar(50, "x", True)
+    assert made and made[0]["delay"] == 0.0            # progress=True: at once
