@@ -76,7 +76,8 @@ def _offdiag_sum(x: NDArray[np.float64], V: int) -> NDArray[np.float64]:
 def _symmetric_form(Ks: list[NDArray[np.float64]]) -> tuple[list[NDArray[np.float64]], NDArray[np.float64]]:
     """``(R_v, S)``: the square roots of the kernels and :math:`S = R E R` (V N x V N, symmetric)."""
     V, N = len(Ks), Ks[0].shape[0]
-    Rs = [psd_sqrt(K) for K in Ks]
+    # round-off of the kernels' own precision (float32 with dtype='float32'; psd_sqrt's default else)
+    Rs = [psd_sqrt(K, rcond=K.shape[0] * float(np.finfo(K.dtype).eps)) for K in Ks]
     S = np.zeros((V * N, V * N))
     for u in range(V):
         for v in range(u + 1, V):
@@ -84,6 +85,11 @@ def _symmetric_form(Ks: list[NDArray[np.float64]]) -> tuple[list[NDArray[np.floa
             S[u * N:(u + 1) * N, v * N:(v + 1) * N] = block
             S[v * N:(v + 1) * N, u * N:(u + 1) * N] = block.T
     return Rs, S
+
+
+def _times(K: NDArray[Any], x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``K @ x`` in the precision of ``K`` (a float32 K is not copied to float64), as float64."""
+    return np.asarray(K @ x.astype(K.dtype, copy=False), dtype=np.float64)
 
 
 class _CallableKernel:
@@ -153,6 +159,9 @@ class MultiViewKPLS(BaseEstimator):
         Primal, streamed: features and scatter with torch on this device.
     dtype : {"float64", "float32"}, default="float64"
         Primal, streamed: precision of the features and of each chunk's product.
+        Dual: precision of the centred kernel matrices held during ``fit`` and of
+        the products with them (half the memory; eigenvalues to about
+        :math:`10^{-6}` relative); the eigenproblem is solved in float64.
     progress : bool or None, default=None
         A tqdm bar over the streamed passes (``None``: once a pass lasts 5 s).
 
@@ -249,7 +258,11 @@ class MultiViewKPLS(BaseEstimator):
         check_bool(self.progress, "progress", allow_none=True)
         if not (isinstance(self.tol, Real) and 0 < self.tol < 1):
             raise ValueError(f"tol must be a float in (0, 1), got {self.tol!r}")
-        check_stream_params(self.formulation, self.batch_size, self.device, self.dtype,
+        if not isinstance(self.dtype, str) or self.dtype not in ("float64", "float32"):
+            raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
+        # the dual takes dtype too (its kernel matrices); batch_size and device stream the primal
+        check_stream_params(self.formulation, self.batch_size, self.device,
+                            self.dtype if self.formulation == "primal" else "float64",
                             dual_device=False)
         kernels = self.kernels
         if kernels is None:
@@ -288,7 +301,8 @@ class MultiViewKPLS(BaseEstimator):
         Xs = self._check_views(views)
         V, N = len(Xs), int(Xs[0].shape[0])
         maps = self._check_params(V)
-        streamed = (self.batch_size is not None or self.device is not None or self.dtype != "float64"
+        streamed = (self.batch_size is not None or self.device is not None
+                    or (self.formulation == "primal" and self.dtype != "float64")
                     or any(is_dask_array(X) for X in Xs))
         if streamed and self.formulation == "dual":
             raise ValueError("views given as dask arrays need formulation='primal' (a streamed "
@@ -322,7 +336,10 @@ class MultiViewKPLS(BaseEstimator):
             else:
                 K = gram_of_view(k, X, f"views[{v}]")
             self._train_means.append(K.mean(axis=0))
-            Ks.append(center_gram(K, copy=False) if self.center else K)
+            K = center_gram(K, copy=False) if self.center else K
+            # dtype="float32": the kernel matrices held during fit take half the memory, and
+            # every product with them runs in float32 (_times); the eigenproblem stays float64
+            Ks.append(K.astype(np.float32) if self.dtype == "float32" else K)
         return Ks
 
     def _select(self, lam: NDArray[np.float64], total: float) -> int:
@@ -369,7 +386,7 @@ class MultiViewKPLS(BaseEstimator):
                 if V * N <= _DENSE_MAX:     # small: the whole spectrum costs what the dense route does
                     mu = np.linalg.eigvalsh(_symmetric_form(Ks)[1])
                     total = float(mu[mu > 0].sum())
-        scores = np.vstack([K @ alpha[v * N:(v + 1) * N] for v, K in enumerate(Ks)])
+        scores = np.vstack([_times(K, alpha[v * N:(v + 1) * N]) for v, K in enumerate(Ks)])
         # the kernel matrices are not kept (V N^2 numbers): the model stores O(N k) per view
         return lam, self._finish(alpha, scores, V, N), total
 
@@ -394,7 +411,7 @@ class MultiViewKPLS(BaseEstimator):
         rng = check_random_state(self.random_state)
 
         def D(x):
-            return np.concatenate([K @ x[v * N:(v + 1) * N] for v, K in enumerate(Ks)])
+            return np.concatenate([_times(K, x[v * N:(v + 1) * N]) for v, K in enumerate(Ks)])
 
         Q = np.zeros((n, 0))
         Y = np.zeros((n, 0))
@@ -408,6 +425,8 @@ class MultiViewKPLS(BaseEstimator):
             return p, Dp, float(p @ Dp)
 
         scale = sum(float(np.trace(K)) for K in Ks)
+        # float32 kernels (dtype='float32') resolve residuals to about 1e-6 lambda_1, not below
+        tol = max(self.tol, 1e-5) if Ks[0].dtype == np.float32 else self.tol
         p, Dp, nrm2 = extend(_offdiag_sum(D(rng.standard_normal(n)), V))
         if nrm2 <= 0:
             raise ValueError("Omega is zero: every kernel matrix is zero")
@@ -442,7 +461,7 @@ class MultiViewKPLS(BaseEstimator):
                 res = np.sqrt(np.abs(np.einsum("ij,ij->j", resid,
                                                np.column_stack([D(r) for r in resid.T]))))
                 norms = np.sqrt(np.einsum("ij,ij->j", alpha, Dalpha))
-                if np.all(res <= self.tol * lam[0] * norms) or exhausted or Q.shape[1] >= n:
+                if np.all(res <= tol * lam[0] * norms) or exhausted or Q.shape[1] >= n:
                     return lam, alpha / norms
             m_check = min(n, Q.shape[1] + k + 10)
             if m_check > cap and cap < n:

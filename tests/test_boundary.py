@@ -438,3 +438,23 @@ def test_automatic_progress_bar_waits_past_the_first_chunk(monkeypatch):
     made.clear()
     mvkm.covariance.progress_bar(50, "x", True)
     assert made and made[0]["delay"] == 0.0            # progress=True: at once
+
+
+@pytest.mark.parametrize("solver", ["dense", "lanczos"])
+def test_kpls_dual_float32(solver):
+    """dtype='float32' in the dual (it raised): float32 kernels, float64 eigenproblem.
+
+    Kernel entries rounded to 2^-24 relative move the eigenvalues by about that
+    much times the conditioning of these well-separated pairs: 1e-5 relative.
+    """
+    r = np.random.default_rng(3)
+    Xs = [r.normal(size=(80, 3)), r.normal(size=(80, 2)), r.normal(size=(80, 4))]
+    kw = dict(kernels=mvkm.RBF(2.0), solver=solver, random_state=0)
+    ref = mvkm.MultiViewKPLS(3, **kw).fit(Xs)
+    m = mvkm.MultiViewKPLS(3, dtype="float32", **kw).fit(Xs)
+    np.testing.assert_allclose(m.eigenvalues_, ref.eigenvalues_, rtol=1e-5)
+    for a, b in zip(m.transform(Xs), ref.transform(Xs)):
+        assert a.dtype == np.float64
+        np.testing.assert_allclose(a, b, atol=1e-4 * np.abs(b).max())
+    with pytest.raises(ValueError, match="dtype must be 'float64' or 'float32'"):
+        mvkm.MultiViewKPLS(3, dtype="float16").fit(Xs)
