@@ -7,8 +7,9 @@ who passes a wrong shape learns which argument to fix.
 
 from __future__ import annotations
 
+import functools
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -28,7 +29,13 @@ __all__ = [
     "check_n_components",
     "check_random_state",
     "check_same_n_features",
+    "atomic_fit",
+    "check_bool",
+    "check_map_output",
+    "check_dask_chunks",
 ]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def check_array(
@@ -273,7 +280,10 @@ def check_random_state(random_state: Any) -> np.random.Generator:
     """Turn ``None``, an int or a Generator into a :class:`numpy.random.Generator`."""
     if random_state is None:
         return np.random.default_rng()
-    if isinstance(random_state, (Integral, np.integer)):
+    if isinstance(random_state, (Integral, np.integer)) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"random_state must be None, an int >= 0 or a numpy Generator, "
+                             f"got {random_state!r}")
         return np.random.default_rng(int(random_state))
     if isinstance(random_state, np.random.Generator):
         return random_state
@@ -293,3 +303,158 @@ def check_same_n_features(X: NDArray[Any], Y: NDArray[Any],
             f"{names[0]} and {names[1]} must have the same number of features, "
             f"got {X.shape[1]} and {Y.shape[1]}"
         )
+
+
+def atomic_fit(fit: _F) -> _F:
+    """Make an estimator's ``fit`` atomic: on any exception it leaves the estimator unfitted.
+
+    The fitted attributes (names ending in ``_``) appear only when ``fit``
+    returns. If ``fit`` raises (bad input, a rank check, an interrupt), every
+    attribute that ``fit`` set is removed and the estimator keeps only its
+    parameters (and scikit-learn's output configuration, ``set_output``) as
+    they were before the call: a refit that fails does not restore the previous
+    model, whose parameters may no longer be the estimator's, nor leave a mix
+    of old and new state. ``check_is_fitted`` then raises.
+    """
+    @functools.wraps(fit)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        snapshot = dict(vars(self))
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            params = set(type(self)._get_param_names())
+            state = vars(self)
+            state.clear()
+            state.update({k: v for k, v in snapshot.items()
+                          if k in params or k.startswith("_sklearn")})
+            raise
+
+    return wrapper  # type: ignore[return-value]
+
+
+def check_bool(value: Any, name: str, *, allow_none: bool = False) -> bool | None:
+    """Check that ``value`` is a bool (``True``/``False``, numpy's included) and return it.
+
+    A string such as ``"no"`` is truthy and would silently mean ``True``; the
+    one message of the package for every boolean parameter says so.
+    """
+    if allow_none and value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    what = "True, False or None" if allow_none else "True or False"
+    raise TypeError(f"{name} must be a bool ({what}), got {value!r} of type {type(value).__name__}")
+
+
+def check_map_output(Phi: Any, n: int, name: str, width: int | None = None) -> Any:
+    """Check what a feature map returned: a 2-D array of ``n`` rows (and ``width`` columns).
+
+    ``name`` names the map's call (e.g. ``"feature_maps[0].transform(views[0])"``).
+    A map that drops rows or changes its width between chunks would otherwise
+    give a silently wrong mean or a numpy broadcast error far from its cause.
+    """
+    shape = getattr(Phi, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise ValueError(f"{name} must return a 2-D array of {n} rows, got "
+                         f"{type(Phi).__name__} of shape {shape}")
+    if int(shape[0]) != n:
+        raise ValueError(f"{name} must return one row per input row ({n}), got shape "
+                         f"{tuple(shape)}")
+    if width is not None and int(shape[1]) != width:
+        raise ValueError(f"{name} returned {int(shape[1])} columns where an earlier chunk had "
+                         f"{width}: a feature map must have a fixed output width")
+    return Phi
+
+
+def check_dask_chunks(X: Any, name: str = "X") -> None:
+    """Raise a clear error for a dask array whose chunk sizes are unknown (NaN)."""
+    shape = getattr(X, "shape", ())
+    if any(isinstance(d, float) and not np.isfinite(d) for d in shape):
+        raise ValueError(
+            f"{name} is a dask array with unknown chunk sizes (shape {shape}), e.g. after "
+            f"boolean indexing; call {name}.compute_chunk_sizes() first")
+
+
+def check_torch_device(device: Any, name: str = "device") -> Any:
+    """A ``torch.device`` from a string or device, checked to be usable on this machine.
+
+    Every device type gets the same clear ``ValueError`` naming ``name``: an
+    unknown string, a CUDA device without a GPU (or with a too-large index),
+    and any other backend (``"mps"``, ``"xpu"``, ``"vulkan"``, ...) that torch
+    cannot allocate on here. ``"meta"`` holds no data and is refused. Raises
+    ``ImportError`` (``pip install "mvkm[torch]"``) where torch is not installed.
+    """
+    from ._optional import require_torch
+
+    torch = require_torch(f"{name}={device!r}")
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a torch device such as 'cpu' or 'cuda', "
+                         f"got {device!r}") from exc
+    if dev.type == "cpu":
+        return dev
+    if dev.type == "meta":
+        raise ValueError(f"{name}={device!r} holds no data (shapes only); use 'cpu' or 'cuda'")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{name}={device!r} was asked for, but torch sees no CUDA GPU here")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"{name}={device!r} was asked for, but torch sees only "
+                             f"{torch.cuda.device_count()} CUDA GPU(s) here")
+        return dev
+    try:
+        torch.zeros(1, device=dev).cpu()
+    except Exception as exc:  # noqa: BLE001 - each backend raises its own type
+        raise ValueError(f"{name}={device!r} was asked for, but torch cannot use a "
+                         f"{dev.type!r} device here ({type(exc).__name__}); use 'cpu' or "
+                         "'cuda'") from exc
+    return dev
+
+
+def check_views_and_maps(views: Any, maps: Any) -> None:
+    """Check each view of a streamed reduction (2-D or 1-D, known chunk sizes) and each map.
+
+    ``None`` views, 3-D views, dask arrays of unknown chunk sizes and maps
+    without ``transform`` each get an error naming ``views[v]`` or
+    ``feature_maps[v]`` (not an ``AttributeError`` or a shape mismatch later).
+    """
+    for v, (X, fm) in enumerate(zip(views, maps)):
+        if X is None:
+            raise TypeError(f"views[{v}] is None: every view is needed here")
+        check_dask_chunks(X, f"views[{v}]")
+        ndim = getattr(X, "ndim", None)
+        if ndim is None:
+            ndim = np.ndim(X)
+        if ndim not in (1, 2):
+            raise ValueError(f"views[{v}] must be a 1-D or 2-D array, got shape "
+                             f"{getattr(X, 'shape', np.shape(X))}")
+        if not callable(getattr(fm, "transform", None)):
+            raise TypeError(f"feature_maps[{v}] must be a fitted feature map with a transform "
+                            f"method, got {type(fm).__name__}")
+
+
+def check_finite_result(A: Any, what: str, inputs: str) -> Any:
+    """Raise a clear error when a quantity computed from the inputs is not finite.
+
+    ``what`` names the quantity (e.g. ``"the cross-covariance of the features"``),
+    ``inputs`` the argument it comes from (``"views"``). Finite inputs whose
+    products overflow float64 (entries near 1e155 and beyond) are the usual
+    cause; the message says to rescale them instead of a LAPACK error later.
+    """
+    arr = np.asarray(A)
+    if not np.isfinite(arr.sum()) and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{what} is not finite (an entry overflowed float64 or is NaN): "
+                         f"the values of {inputs} are too large for this computation, or a "
+                         f"map or kernel returned NaN; rescale {inputs} (e.g. "
+                         "sklearn.preprocessing.StandardScaler)")
+    return A
+
+
+def gram_of_view(kernel: Any, X: Any, name: str) -> Any:
+    """``kernel(X)``, its errors (a Gram matrix that overflowed, ...) prefixed with the view's name."""
+    try:
+        return kernel(X)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from exc

@@ -66,6 +66,8 @@ from scipy.linalg import blas as _blas
 
 from ._optional import optional_torch, require_torch
 from ._validation import check_array
+from ._validation import (check_bool, check_finite_result, check_map_output, check_torch_device,
+                          check_views_and_maps)
 
 __all__ = ["FeatureMoments", "chunk_features", "feature_moments", "features_times", "fit_feature_map",
            "is_dask_array", "view_scales", "column_scales",
@@ -140,16 +142,39 @@ def progress_bar(total: int, desc: str, progress: bool | None, unit: str = "rows
     """A tqdm bar over ``total`` units, or ``None``.
 
     ``progress=True`` shows it at once; ``None`` (auto) shows it only once the
-    loop has run for 5 seconds (tqdm's ``delay``), so short fits print
-    nothing; ``False`` never. The environment variable ``MVKM_PROGRESS=0``
-    turns the automatic bar off (the test suite sets it).
+    loop has run for 5 seconds (tqdm's ``delay``) after its first chunk, so
+    short fits print nothing even when the first chunk pays a one-time cost
+    (importing torch took 9 s of a 50-row fit); ``False`` never. The
+    environment variable ``MVKM_PROGRESS=0`` turns the automatic bar off (the
+    test suite sets it).
     """
     if progress is False or (progress is None and os.environ.get("MVKM_PROGRESS", "1") == "0"):
         return None
+    kw = dict(total=total, desc=desc, unit=unit, unit_scale=True, leave=False)
+    if progress is None:
+        return _BarAfterFirstChunk(kw)
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False,
-                delay=0.0 if progress else 5.0)
+    return tqdm(delay=0.0, **kw)
+
+
+class _BarAfterFirstChunk:
+    """The automatic bar: created at the first ``update`` with a 5-second delay from then."""
+
+    def __init__(self, kw: dict[str, Any]) -> None:
+        self.kw, self.bar = kw, None
+
+    def update(self, n: int) -> None:
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(initial=n, delay=5.0, **self.kw)
+        else:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 @dataclass
@@ -230,8 +255,9 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
     want = np.float32 if dtype == "float32" else np.float64
     Xs = [np.asarray(X) for X in chunks]
     dims = [fm.n_features_out_ if isinstance(fm, RandomFourierFeatures) else None for fm in maps]
-    parts: list[Any] = [None if D else np.asarray(fm.transform(X))
-                        for fm, X, D in zip(maps, Xs, dims)]
+    parts: list[Any] = [None if D else check_map_output(np.asarray(fm.transform(X)), b,
+                                                        f"feature_maps[{v}].transform")
+                        for v, (fm, X, D) in enumerate(zip(maps, Xs, dims))]
     widths = [D if D else p.shape[1] for D, p in zip(dims, parts)]
     shape = (b, sum(widths))
     size = shape[0] * shape[1]
@@ -349,8 +375,9 @@ def _features_torch(maps: Sequence[Any], chunks: Sequence[Array], device: Any, d
         elif isinstance(fm, RandomFourierFeatures):
             parts.append(_rff_torch(fm, X, device, dtype))
         else:
-            parts.append(torch.as_tensor(np.asarray(fm.transform(X), dtype=np.float64),
-                                         device=device).to(tdt))
+            P = check_map_output(np.asarray(fm.transform(X), dtype=np.float64), len(X),
+                                 f"feature_maps[{len(parts)}].transform")
+            parts.append(torch.as_tensor(P, device=device).to(tdt))
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
 
@@ -583,13 +610,15 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     >>> bool(np.allclose(m.scatter, Phi.T @ Phi)), m.dims
     (True, [3, 2])
     """
+    check_bool(progress, "progress", allow_none=True)
     if len(views) != len(maps):
         raise ValueError(f"got {len(views)} views but {len(maps)} feature maps")
     if len(views) == 0:
         raise ValueError("views is empty: give at least one view")
     dtype = _check_dtype(dtype)
     batch_size = check_batch_size(batch_size)
-    sizes = {v: int(X.shape[0]) for v, X in enumerate(views)}
+    check_views_and_maps(views, maps)
+    sizes = {v: len(X) for v, X in enumerate(views)}
     if len(set(sizes.values())) > 1:
         raise ValueError(f"all views must have the same number of samples, got {sizes}")
     n = sizes[0]
@@ -612,9 +641,11 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
         for sl in iter_row_chunks(n, bs):
             chunks = [X[sl] for X in Xs]
             if device is None:
-                acc.add(chunk_features(maps, chunks, dtype, out=work, scaled=False), sl.start)
+                F = chunk_features(maps, chunks, dtype, out=work, scaled=False)
+                acc.add(check_map_output(F, sl.stop - sl.start, "feature_maps", width=D), sl.start)
             else:
                 F = _features_torch(maps, chunks, device, dtype)
+                check_map_output(F, sl.stop - sl.start, "feature_maps", width=D)
                 _check_chunk(F, sl.start)
                 acc.add(F)
             if bar is not None:
@@ -622,7 +653,9 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     finally:
         if bar is not None:
             bar.close()
-    return acc.result(dims)
+    moments = acc.result(dims)
+    check_finite_result(moments.scatter, "the scatter of the features", "views")
+    return moments
 
 
 def _feature_dims(maps: Sequence[Any], Xs: Sequence[Any]) -> list[int]:
@@ -630,7 +663,8 @@ def _feature_dims(maps: Sequence[Any], Xs: Sequence[Any]) -> list[int]:
     for fm, X in zip(maps, Xs):
         D = getattr(fm, "n_features_out_", None)
         if D is None:
-            D = np.asarray(fm.transform(np.asarray(X[:1]))).shape[1]
+            D = check_map_output(np.asarray(fm.transform(np.asarray(X[:1]))), 1,
+                                 f"feature_maps[{len(dims)}].transform").shape[1]
         dims.append(int(D))
     return dims
 
@@ -675,19 +709,8 @@ def fit_feature_map(fm: Any, X: Any) -> Any:
 
 # ---------------------------------------------------------------- devices and row maps
 def check_device(device: Any) -> Any:
-    """A torch device from a string or device; a clear ``ValueError`` if it is unknown or absent.
-
-    Raises ``ImportError`` (``pip install "mvkm[torch]"``) where torch is not installed.
-    """
-    torch = require_torch(f"device={device!r}")
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {device!r}") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} was asked for, but torch sees no CUDA GPU here")
-    return dev
+    """A torch device from a string or device; a clear ``ValueError`` if it is unknown or absent."""
+    return check_torch_device(device)
 
 
 def map_rows(func: Callable[..., Array], views: Sequence[Any], *, batch_size: int | None,

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._optional import DATA_HINT
-from ._validation import check_count, check_positive, check_random_state
+from ._validation import check_bool, check_count, check_positive, check_random_state
 
 __all__ = ["sum_of_sines", "load_santafe", "half_circle", "load_mnist01"]
 
@@ -139,8 +139,8 @@ def load_mnist01(*, as_uint8: bool = False, pool: bool = False) -> tuple[NDArray
     """
     from importlib.resources import files
 
-    if not isinstance(pool, (bool, np.bool_)):
-        raise TypeError(f"pool must be a bool (True or False), got {pool!r} of type {type(pool).__name__}")
+    check_bool(as_uint8, "as_uint8")
+    check_bool(pool, "pool")
     name = "mnist01_pool.npz" if pool else "mnist01.npz"
     with files("mvkm").joinpath("data", name).open("rb") as fh:
         with np.load(fh) as data:
@@ -222,6 +222,9 @@ def load_mfeat(views: Sequence[str] = MFEAT_VIEWS) -> tuple[list[NDArray[np.floa
 
     if isinstance(views, str):
         raise ValueError(f"views must be a sequence of view names, got the string {views!r}")
+    if not isinstance(views, (list, tuple)):
+        raise TypeError(f"views must be a list or tuple of view names among {MFEAT_VIEWS}, "
+                        f"got {views!r}")
     views = list(views)
     unknown = [v for v in views if v not in MFEAT_VIEWS]
     if unknown or not views or len(set(views)) != len(views):

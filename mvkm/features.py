@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from ._validation import check_array, check_count, check_positive, check_random_state
+from ._validation import atomic_fit, check_finite_result
 from .kernels import RBF, Kernel, Linear
 
 __all__ = ["Identity", "RandomFourierFeatures", "Nystrom"]
@@ -48,6 +49,7 @@ class Identity(TransformerMixin, BaseEstimator):
         Output dimension (equal to ``n_features_in_``).
     """
 
+    @atomic_fit
     def fit(self, X: ArrayLike, y: Any = None) -> "Identity":
         """Record the input dimension. Returns ``self``."""
         X = check_array(X, "X")
@@ -106,6 +108,7 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         self.n_features = n_features
         self.random_state = random_state
 
+    @atomic_fit
     def fit(self, X: ArrayLike, y: Any = None) -> "RandomFourierFeatures":
         """Sample the frequencies for inputs of ``X``'s dimension. Returns ``self``."""
         sigma = check_positive(self.sigma, "sigma")
@@ -177,6 +180,7 @@ class Nystrom(TransformerMixin, BaseEstimator):
             raise TypeError(f"kernel must be a callable k(X, Y), got {k!r}")
         return k
 
+    @atomic_fit
     def fit(self, X: ArrayLike, y: Any = None) -> "Nystrom":
         """Choose landmarks among the rows of ``X`` and factor their Gram matrix.
 
@@ -205,14 +209,16 @@ class Nystrom(TransformerMixin, BaseEstimator):
         landmarks = check_array(landmarks, "landmarks")
         m = landmarks.shape[0]
         self.landmarks_ = landmarks
-        Kmm = kernel(self.landmarks_)
+        Kmm = check_finite_result(kernel(self.landmarks_), "the landmark Gram matrix "
+                                  "kernel(landmarks)", "X")
         evals, evecs = np.linalg.eigh(0.5 * (Kmm + Kmm.T))
         top = float(evals.max())
         if not np.all(np.isfinite(evals)) or not top > 0.0:
             raise ValueError(
                 f"the landmark Gram matrix kernel(landmarks) has no positive eigenvalue "
                 f"(largest {top:.3g}): the Nystrom map would have 0 features; check the "
-                "kernel and the data (e.g. a linear kernel on all-zero rows)"
+                "kernel and X (e.g. a linear kernel on all-zero rows, or values so small that "
+                "their products underflow)"
             )
         keep = evals > top * m * np.finfo(float).eps
         self.normalization_ = evecs[:, keep] / np.sqrt(evals[keep])

@@ -33,6 +33,7 @@ from ._validation import (
     check_same_n_features,
     check_square,
 )
+from ._validation import check_bool
 
 __all__ = [
     "Kernel",
@@ -467,6 +468,7 @@ def center_gram(K: ArrayLike, *, copy: bool = True, n_jobs: int | None = None) -
     >>> bool(np.allclose(Kc.sum(axis=0), 0))
     True
     """
+    check_bool(copy, "copy")
     if n_jobs is not None:
         with limit_threads(n_jobs):
             return center_gram(K, copy=copy)

@@ -43,7 +43,9 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
-from ._validation import check_array, check_random_state, reset_fitted
+from ._validation import check_array, check_random_state, check_symmetric, reset_fitted
+from ._validation import (atomic_fit, check_bool, check_dask_chunks, check_finite_result,
+                          check_map_output, gram_of_view)
 from .features import Identity
 from .covariance import (
     check_stream_params,
@@ -74,7 +76,8 @@ def _offdiag_sum(x: NDArray[np.float64], V: int) -> NDArray[np.float64]:
 def _symmetric_form(Ks: list[NDArray[np.float64]]) -> tuple[list[NDArray[np.float64]], NDArray[np.float64]]:
     """``(R_v, S)``: the square roots of the kernels and :math:`S = R E R` (V N x V N, symmetric)."""
     V, N = len(Ks), Ks[0].shape[0]
-    Rs = [psd_sqrt(K) for K in Ks]
+    # round-off of the kernels' own precision (float32 with dtype='float32'; psd_sqrt's default else)
+    Rs = [psd_sqrt(K, rcond=K.shape[0] * float(np.finfo(K.dtype).eps)) for K in Ks]
     S = np.zeros((V * N, V * N))
     for u in range(V):
         for v in range(u + 1, V):
@@ -82,6 +85,29 @@ def _symmetric_form(Ks: list[NDArray[np.float64]]) -> tuple[list[NDArray[np.floa
             S[u * N:(u + 1) * N, v * N:(v + 1) * N] = block
             S[v * N:(v + 1) * N, u * N:(u + 1) * N] = block.T
     return Rs, S
+
+
+def _times(K: NDArray[Any], x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``K @ x`` in the precision of ``K`` (a float32 K is not copied to float64), as float64."""
+    return np.asarray(K @ x.astype(K.dtype, copy=False), dtype=np.float64)
+
+
+class _CallableKernel:
+    """A user's kernel callable ``k(X, Y) -> Gram`` (e.g. a scikit-learn kernel), its output checked."""
+
+    def __init__(self, k: Any, name: str) -> None:
+        self.k, self.name = k, name
+
+    def __call__(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+        B = X if Y is None else Y
+        G = np.asarray(self.k(X, B), dtype=np.float64)
+        if G.shape != (X.shape[0], B.shape[0]):
+            raise ValueError(f"{self.name}(X, Y) must return a Gram matrix of shape "
+                             f"{(X.shape[0], B.shape[0])}, got shape {G.shape}")
+        return check_finite_result(G, f"the Gram matrix of {self.name}", "views")
+
+    def __repr__(self) -> str:
+        return repr(self.k)
 
 
 class MultiViewKPLS(BaseEstimator):
@@ -133,6 +159,9 @@ class MultiViewKPLS(BaseEstimator):
         Primal, streamed: features and scatter with torch on this device.
     dtype : {"float64", "float32"}, default="float64"
         Primal, streamed: precision of the features and of each chunk's product.
+        Dual: precision of the centred kernel matrices held during ``fit`` and of
+        the products with them (half the memory; eigenvalues to about
+        :math:`10^{-6}` relative); the eigenproblem is solved in float64.
     progress : bool or None, default=None
         A tqdm bar over the streamed passes (``None``: once a pass lasts 5 s).
 
@@ -145,12 +174,16 @@ class MultiViewKPLS(BaseEstimator):
         :math:`\sum_v \alpha_v^\top K_v \alpha_v = 1` per component (the
         columns of :math:`D^{1/2}\alpha` are orthonormal).
     explained_variance_ratio_ : ndarray of shape (k,)
-        :math:`\lambda_j / \sum_{\lambda_i > 0}\lambda_i`. With the Lanczos
-        route the denominator needs the whole spectrum: it is computed
-        (densely) on first access.
+        :math:`\lambda_j / \sum_{\lambda_i > 0}\lambda_i`. The denominator
+        needs the whole spectrum: the dense route has it; the Lanczos route
+        computes it during ``fit`` when :math:`VN \le 1500` and otherwise
+        leaves the attribute out (reading it raises ``AttributeError``). The
+        kernel matrices are never kept after ``fit``.
     n_components_ : int
-    n_features_in_ : list of int
-        The number of input features of each view.
+    n_features_in_ : int
+        The total number of input features, :math:`\sum_v d_v`.
+    view_dims_ : list of int
+        The number of input features :math:`d_v` of each view.
     n_views_ : int
 
     Examples
@@ -193,10 +226,13 @@ class MultiViewKPLS(BaseEstimator):
         out = []
         for v, X in enumerate(views):
             if is_dask_array(X):
+                check_dask_chunks(X, f"views[{v}]")
                 if X.ndim not in (1, 2):
                     raise ValueError(f"views[{v}] must be 1-D or 2-D, got a dask array of shape {X.shape}")
                 out.append(X[:, None] if X.ndim == 1 else X)
                 continue
+            if X is None:
+                raise TypeError(f"views[{v}] is None: every view is needed here")
             arr = np.asarray(X) if not hasattr(X, "tocsr") else X
             if getattr(arr, "ndim", 2) == 1:
                 arr = arr[:, None]
@@ -218,11 +254,15 @@ class MultiViewKPLS(BaseEstimator):
             raise ValueError(f"formulation must be 'dual' or 'primal', got {self.formulation!r}")
         if self.solver not in ("auto", "dense", "lanczos"):
             raise ValueError(f"solver must be 'auto', 'dense' or 'lanczos', got {self.solver!r}")
-        if not isinstance(self.center, (bool, np.bool_)):
-            raise ValueError(f"center must be True or False, got {self.center!r}")
+        check_bool(self.center, "center")
+        check_bool(self.progress, "progress", allow_none=True)
         if not (isinstance(self.tol, Real) and 0 < self.tol < 1):
             raise ValueError(f"tol must be a float in (0, 1), got {self.tol!r}")
-        check_stream_params(self.formulation, self.batch_size, self.device, self.dtype,
+        if not isinstance(self.dtype, str) or self.dtype not in ("float64", "float32"):
+            raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
+        # the dual takes dtype too (its kernel matrices); batch_size and device stream the primal
+        check_stream_params(self.formulation, self.batch_size, self.device,
+                            self.dtype if self.formulation == "primal" else "float64",
                             dual_device=False)
         kernels = self.kernels
         if kernels is None:
@@ -243,29 +283,37 @@ class MultiViewKPLS(BaseEstimator):
                         f"kernels[{v}] = {k!r} has no explicit feature map, so the primal cannot be "
                         "formed: use formulation='dual', or an explicit map such as "
                         "mvkm.RandomFourierFeatures")
-            else:
-                if not isinstance(k, Kernel):
-                    raise ValueError(f"kernels[{v}] must be an mvkm kernel (e.g. mvkm.RBF(1.0)), got {k!r}")
+            elif isinstance(k, Kernel) or (isinstance(k, str) and k == "precomputed"):
                 out.append(k)
+            elif callable(k):
+                out.append(_CallableKernel(k, f"kernels[{v}]"))
+            else:
+                raise ValueError(f"kernels[{v}] must be an mvkm kernel (e.g. mvkm.RBF(1.0)), a "
+                                 "callable k(X, Y) -> Gram matrix (e.g. a scikit-learn kernel) or "
+                                 f"'precomputed', got {k!r}")
         return out
 
     # -- fitting ----------------------------------------------------------------------------
+    @atomic_fit
     def fit(self, views: Sequence[ArrayLike], y: Any = None) -> "MultiViewKPLS":
         """Fit the model on ``views`` (a list of V >= 2 arrays of shape (N, d_v)); return ``self``."""
         reset_fitted(self)
         Xs = self._check_views(views)
         V, N = len(Xs), int(Xs[0].shape[0])
         maps = self._check_params(V)
-        streamed = (self.batch_size is not None or self.device is not None or self.dtype != "float64"
+        streamed = (self.batch_size is not None or self.device is not None
+                    or (self.formulation == "primal" and self.dtype != "float64")
                     or any(is_dask_array(X) for X in Xs))
         if streamed and self.formulation == "dual":
             raise ValueError("views given as dask arrays need formulation='primal' (a streamed "
                              "scatter of explicit features)")
         if N < 2:
-            raise ValueError(f"views must have at least 2 rows, got {N}")
+            raise ValueError(f"views must have at least 2 rows (samples), got n_samples = {N}")
         self.n_views_ = V
-        self.n_features_in_ = [X.shape[1] for X in Xs]
-        self._X_fit = Xs
+        self.view_dims_ = [int(X.shape[1]) for X in Xs]
+        self.n_features_in_ = int(sum(self.view_dims_))
+        self.n_samples_ = N
+        self._X_fit = [None if isinstance(k, str) else X for X, k in zip(Xs, maps)]
         self._maps = maps
         if streamed:
             lam, alphas, total = self._fit_primal_streamed(Xs, maps)
@@ -282,10 +330,16 @@ class MultiViewKPLS(BaseEstimator):
     def _kernel_blocks(self, Xs: list[NDArray[np.float64]], kernels: list[Kernel]) -> list[NDArray[np.float64]]:
         Ks = []
         self._train_means = []
-        for X, k in zip(Xs, kernels):
-            K = k(X)
+        for v, (X, k) in enumerate(zip(Xs, kernels)):
+            if isinstance(k, str):                       # "precomputed": the view is K_v itself
+                K = check_symmetric(X, f"views[{v}]").copy()
+            else:
+                K = gram_of_view(k, X, f"views[{v}]")
             self._train_means.append(K.mean(axis=0))
-            Ks.append(center_gram(K, copy=False) if self.center else K)
+            K = center_gram(K, copy=False) if self.center else K
+            # dtype="float32": the kernel matrices held during fit take half the memory, and
+            # every product with them runs in float32 (_times); the eigenproblem stays float64
+            Ks.append(K.astype(np.float32) if self.dtype == "float32" else K)
         return Ks
 
     def _select(self, lam: NDArray[np.float64], total: float) -> int:
@@ -295,7 +349,9 @@ class MultiViewKPLS(BaseEstimator):
         if isinstance(nc, Integral):
             if nc > n_pos:
                 raise ValueError(f"n_components={nc} is larger than the number of positive "
-                                 f"eigenvalues of Omega ({n_pos})")
+                                 f"eigenvalues of Omega ({n_pos}) for these views (a view whose "
+                                 "centred kernel matrix is zero, e.g. a constant view or values so "
+                                 "small that their products underflow, adds none)")
             return int(nc)
         ratios = np.cumsum(lam[:n_pos]) / total
         return int(min(np.searchsorted(ratios, nc - 1e-12) + 1, n_pos))
@@ -327,8 +383,11 @@ class MultiViewKPLS(BaseEstimator):
                 lam, alpha, total = self._dense(Ks)
             else:
                 (lam, alpha), total = found, None
-        scores = np.vstack([K @ alpha[v * N:(v + 1) * N] for v, K in enumerate(Ks)])
-        self._Ks = Ks
+                if V * N <= _DENSE_MAX:     # small: the whole spectrum costs what the dense route does
+                    mu = np.linalg.eigvalsh(_symmetric_form(Ks)[1])
+                    total = float(mu[mu > 0].sum())
+        scores = np.vstack([_times(K, alpha[v * N:(v + 1) * N]) for v, K in enumerate(Ks)])
+        # the kernel matrices are not kept (V N^2 numbers): the model stores O(N k) per view
         return lam, self._finish(alpha, scores, V, N), total
 
     def _dense(self, Ks):
@@ -352,7 +411,7 @@ class MultiViewKPLS(BaseEstimator):
         rng = check_random_state(self.random_state)
 
         def D(x):
-            return np.concatenate([K @ x[v * N:(v + 1) * N] for v, K in enumerate(Ks)])
+            return np.concatenate([_times(K, x[v * N:(v + 1) * N]) for v, K in enumerate(Ks)])
 
         Q = np.zeros((n, 0))
         Y = np.zeros((n, 0))
@@ -366,6 +425,8 @@ class MultiViewKPLS(BaseEstimator):
             return p, Dp, float(p @ Dp)
 
         scale = sum(float(np.trace(K)) for K in Ks)
+        # float32 kernels (dtype='float32') resolve residuals to about 1e-6 lambda_1, not below
+        tol = max(self.tol, 1e-5) if Ks[0].dtype == np.float32 else self.tol
         p, Dp, nrm2 = extend(_offdiag_sum(D(rng.standard_normal(n)), V))
         if nrm2 <= 0:
             raise ValueError("Omega is zero: every kernel matrix is zero")
@@ -400,7 +461,7 @@ class MultiViewKPLS(BaseEstimator):
                 res = np.sqrt(np.abs(np.einsum("ij,ij->j", resid,
                                                np.column_stack([D(r) for r in resid.T]))))
                 norms = np.sqrt(np.einsum("ij,ij->j", alpha, Dalpha))
-                if np.all(res <= self.tol * lam[0] * norms) or exhausted or Q.shape[1] >= n:
+                if np.all(res <= tol * lam[0] * norms) or exhausted or Q.shape[1] >= n:
                     return lam, alpha / norms
             m_check = min(n, Q.shape[1] + k + 10)
             if m_check > cap and cap < n:
@@ -411,7 +472,8 @@ class MultiViewKPLS(BaseEstimator):
         Phis = []
         self._feature_means = []
         for X, fm in zip(Xs, maps):
-            Phi = np.asarray(fm.fit(X).transform(X), dtype=np.float64)
+            Phi = np.asarray(check_map_output(fm.fit(X).transform(X), N,
+                                              f"kernels[{len(Phis)}].transform"), dtype=np.float64)
             mean = Phi.mean(axis=0) if self.center else np.zeros(Phi.shape[1])
             self._feature_means.append(mean)
             Phis.append(Phi - mean)
@@ -422,6 +484,7 @@ class MultiViewKPLS(BaseEstimator):
                 block = Phis[u].T @ Phis[v]
                 C[dims[u]:dims[u + 1], dims[v]:dims[v + 1]] = block
                 C[dims[v]:dims[v + 1], dims[u]:dims[u + 1]] = block.T
+        check_finite_result(C, "the cross-covariance of the features", "views")
         lam, W, total = self._primal_eig(C)
         es = [Phis[v] @ W[dims[v]:dims[v + 1]] for v in range(V)]     # scores e_v = Phi_v w_v
         return self._primal_finish(lam, W, np.vstack(es), dims, total)
@@ -459,7 +522,10 @@ class MultiViewKPLS(BaseEstimator):
         k = lam.size
 
         def scores(*chunks):
-            return np.hstack([(np.asarray(fm.transform(np.asarray(X)), dtype=np.float64) - mean)
+            return np.hstack([(np.asarray(check_map_output(fm.transform(np.asarray(X)), len(X),
+                                                           f"kernels[{v}].transform",
+                                                           width=mean.shape[0]),
+                                          dtype=np.float64) - mean)
                               @ W[dims[v]:dims[v + 1]]
                               for v, (fm, X, mean) in enumerate(zip(fitted, chunks, means))])
 
@@ -481,8 +547,11 @@ class MultiViewKPLS(BaseEstimator):
         """Eigenvalues over the sum of all positive eigenvalues of Omega (computed on first access)."""
         self._check_fitted()
         if self._positive_total is None:
-            mu = np.linalg.eigvalsh(_symmetric_form(self._Ks)[1])
-            self._positive_total = float(mu[mu > 0].sum())
+            raise AttributeError(
+                "explained_variance_ratio_ needs the sum of every positive eigenvalue of Omega, "
+                f"which the Lanczos route does not compute for V N > {_DENSE_MAX} (a dense "
+                "O((V N)^3) eigensolve, and the kernel matrices are not kept): fit with "
+                "solver='dense' or a float n_components to get it")
         return self.eigenvalues_ / self._positive_total
 
     def transform(self, views: Sequence[ArrayLike]) -> list[NDArray[np.float64]]:
@@ -493,7 +562,7 @@ class MultiViewKPLS(BaseEstimator):
         """
         self._check_fitted()
         Xs = self._check_views(views, self.n_views_)
-        for v, (X, d) in enumerate(zip(Xs, self.n_features_in_)):
+        for v, (X, d) in enumerate(zip(Xs, self.view_dims_)):
             if X.shape[1] != d:
                 raise ValueError(f"views[{v}] has {X.shape[1]} features, but the model was fitted "
                                  f"with {d}")
@@ -510,9 +579,17 @@ class MultiViewKPLS(BaseEstimator):
         out = []
         for v, X in enumerate(Xs):
             if self.formulation == "primal":
-                out.append((self._maps[v].transform(X) - self._feature_means[v]) @ self._W[v])
+                Phi = check_map_output(self._maps[v].transform(X), X.shape[0], f"kernels[{v}].transform",
+                                       width=self._feature_means[v].shape[0])
+                out.append((Phi - self._feature_means[v]) @ self._W[v])
+            elif isinstance(self._maps[v], str):         # "precomputed": k(new rows, training rows)
+                Kt = X
+                if Kt.shape[1] != self.n_samples_:
+                    raise ValueError(f"views[{v}] must be a precomputed kernel between the new rows "
+                                     f"and the {self.n_samples_} training rows, got shape {Kt.shape}")
             else:
                 Kt = self._maps[v](X, self._X_fit[v])
+            if self.formulation == "dual":
                 if self.center:
                     Kt = _center_test_rows(Kt, self._train_means[v])
                 out.append(Kt @ self.dual_coef_[v])

@@ -36,6 +36,7 @@ from ._validation import (
     max_abs,
     symmetric_scale,
 )
+from ._validation import check_bool, check_positive
 
 __all__ = ["ConvergenceWarning", "flip_signs", "kernel_top_eigh", "psd_sqrt", "rotate_to_diagonal",
            "top_eigh"]
@@ -95,6 +96,9 @@ def psd_sqrt(A: ArrayLike, *, inverse: bool = False, rcond: float | None = None)
     R : ndarray of shape (n, n)
         Symmetric with ``R @ R == A`` (or ``R @ R == pinv(A)``) up to round-off.
     """
+    check_bool(inverse, "inverse")
+    if rcond is not None:
+        check_positive(rcond, "rcond", strict=False)
     A = check_symmetric(A, "A")
     evals, evecs = np.linalg.eigh(0.5 * (A + A.T))
     if rcond is None:
@@ -511,6 +515,7 @@ def kernel_top_eigh(
     >>> bool(np.allclose(lam, lam_ref, rtol=1e-12) and np.allclose(V, V_ref, atol=1e-8))
     True
     """
+    check_bool(center, "center")
     from .kernels import Kernel, upper_gram
 
     if not isinstance(kernel, Kernel):
@@ -518,7 +523,7 @@ def kernel_top_eigh(
     Xa = check_array(X, "X")
     n = Xa.shape[0]
     if n < 2:
-        raise ValueError(f"kernel_top_eigh needs n >= 2 points, got {n}")
+        raise ValueError(f"X must have n >= 2 rows (points) for kernel_top_eigh, got {n}")
     s = check_n_components(n_components, n - 1, what="n - 1")
     if n <= _AUTO_DENSE_MAX_N or s > _AUTO_DENSE_FRACTION * n:
         return top_eigh(kernel(Xa, n_jobs=n_jobs), s, "dense", center=center,
@@ -838,10 +843,10 @@ def top_eigh(
     >>> bool(np.allclose(lam_sub, lam) and np.allclose(V_sub, V))
     True
     """
+    check_bool(center, "center")
     if not isinstance(method, str) or method not in _METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, _METHODS))}; got {method!r}")
-    if not isinstance(check_symmetric, (bool, np.bool_)):
-        raise TypeError(f"check_symmetric must be a bool, got {check_symmetric!r}")
+    check_bool(check_symmetric, "check_symmetric")
     K, scale = _validate_matrix(K, bool(check_symmetric))
     n = K.shape[0]
     is_array = isinstance(K, np.ndarray)

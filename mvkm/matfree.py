@@ -46,6 +46,7 @@ from ._validation import (
     check_random_state,
     check_same_n_features,
 )
+from ._validation import check_bool
 from .kernels import RBF, Kernel, Laplacian, Linear, Polynomial
 from .linalg import (
     _MIN_OVERSAMPLING,
@@ -246,9 +247,8 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
                  progress: bool = False) -> None:
         self.kernel = _check_kernel(kernel)
         X = check_array(X, "X")
-        if not isinstance(center, (bool, np.bool_)):
-            raise TypeError(f"center must be a bool, got {center!r}")
-        self.center = bool(center)
+        self.center = check_bool(center, "center")
+        check_bool(progress, "progress")
         self.device = _check_device(device)
         self.tile_dtype = _check_dtype(dtype)
         if tile_size is None:
@@ -549,8 +549,7 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
                              f"{A_arr.shape}")
         if center is None:
             center = self.center
-        if not isinstance(center, (bool, np.bool_)):
-            raise TypeError(f"center must be a bool or None, got {center!r}")
+        check_bool(center, "center")
         cols = np.hstack([A2, np.full((n, 1), 1.0 / n)]) if center else A2
         left, _ = self._factors(Xt)
         out = self._cross_matmat(left, self._to_torch(cols)).cpu().numpy()
@@ -739,6 +738,9 @@ def matfree_top_eigh(
     >>> bool(np.allclose(lam, lam_d, rtol=1e-10) and np.allclose(V, V_d, atol=1e-7))
     True
     """
+    check_bool(center, "center")
+    check_bool(progress, "progress")
+    check_bool(return_info, "return_info")
     t_start = time.perf_counter()
     _check_kernel(kernel)
     X = check_array(X, "X")

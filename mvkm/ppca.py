@@ -81,6 +81,7 @@ from ._validation import (
     check_symmetric,
     reset_fitted,
 )
+from ._validation import atomic_fit, check_bool, check_dask_chunks, check_map_output
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
@@ -121,6 +122,16 @@ _OUTPUTS = ("input", "feature", "kernel")
 _PREIMAGES = ("stable", "plain")
 
 Array = NDArray[np.float64]
+
+
+#: Relative gap below which sigma^2 counts as equal to lambda_q / N (no signal; see _check_signal).
+TIE_RTOL = 1e-8
+
+
+def _checked_features(fmap: Any, X: Any) -> Array:
+    """``fmap.transform(X)`` as a finite float array, checked to hold one row per row of ``X``."""
+    F = check_array(fmap.transform(X), "feature_map.transform(X)")
+    return check_map_output(F, len(X), "feature_map.transform")
 
 
 class KernelPPCA(TransformerMixin, BaseEstimator):
@@ -309,6 +320,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     def _check_params(self) -> None:
+        check_bool(self.progress, "progress", allow_none=True)
         if self.formulation not in _FORMULATIONS:
             raise ValueError(f"formulation must be 'primal' or 'dual', got {self.formulation!r}")
         if self.n_components is not None and self.sigma2 is not None:
@@ -356,6 +368,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         fitted = hasattr(fm, "n_features_in_")
         self.feature_map_ = fm if fitted else fit_feature_map(clone(fm), X)
 
+    @atomic_fit
     def fit(self, X: ArrayLike, y: Any = None) -> "KernelPPCA":
         r"""Fit the maximum-likelihood model (Prop. 3 in the primal, Prop. 6 in the dual).
 
@@ -418,6 +431,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     def _fit(self, X: ArrayLike) -> "KernelPPCA":
         streamed = self._streamed(X)
         if is_dask_array(X):
+            check_dask_chunks(X, "X")
             if self.formulation != "primal":
                 raise ValueError("X given as a dask array needs formulation='primal' (a streamed "
                                  "scatter of explicit features)")
@@ -427,7 +441,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             X = check_array(X, "X")
         N = int(X.shape[0])
         if N < 2:
-            raise ValueError(f"KernelPPCA needs at least 2 samples, got n_samples = {N}")
+            raise ValueError(f"X must have at least 2 samples (rows) for KernelPPCA, got n_samples = {N}")
         self._fit_feature_map(X)
         self.X_fit_ = X
         self.n_features_in_ = X.shape[1]
@@ -438,7 +452,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self._fit_primal_streamed(X)
         elif self.formulation == "primal":
             assert self.feature_map_ is not None
-            Phi = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            Phi = _checked_features(self.feature_map_, X)
             self.mean_ = Phi.mean(axis=0)
             Phi_c = Phi - self.mean_
             U, s, Vt = scipy.linalg.svd(Phi_c, full_matrices=False)
@@ -527,7 +541,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         fmap, mean = self.feature_map_, self.mean_
 
         def row_stats(Xc: Any) -> Array:
-            F = check_array(fmap.transform(np.asarray(Xc)), "feature_map.transform(X)")
+            F = _checked_features(fmap, np.asarray(Xc))
             return np.column_stack([F @ mean, (F - mean) @ Vq])
 
         out = map_rows(row_stats, [X], batch_size=self.batch_size, n_out=q + 1,
@@ -602,7 +616,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         r = len(np.unique(X, axis=0)) - 1
         F = None
         if self.feature_map_ is not None:
-            F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            F = _checked_features(self.feature_map_, X)
         elif self.kernel is None or isinstance(self.kernel, Linear):
             F = X
         elif isinstance(self.kernel, Polynomial):
@@ -661,8 +675,30 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
                 k = min(2 * k, r - 1)                   # sigma2 given, q not reached yet
             self._lam_q, self._E_q = lam[:q].copy(), np.ascontiguousarray(E[:, :q])
             self._tail = max(self._trace - float(lam[:q].sum()), 0.0)
+        self._check_signal(q, sigma2)
         self.n_components_ = q
         self._sigma2_init = sigma2
+
+    def _check_signal(self, q: int, sigma2: float) -> None:
+        r"""Refuse :math:`\sigma^2 \ge \lambda_q / N` (to a relative ``TIE_RTOL``): a model with no signal.
+
+        Prop. 3 needs :math:`\sigma^2 < \lambda_q / N`; at equality, which the
+        maximum-likelihood :math:`\sigma^2` (eq. 6) reaches when the eigenvalues
+        from :math:`\lambda_q` on all tie, :math:`A = 0` and ``transform`` returns
+        round-off. A kernel far narrower than the spacing of the data (so that
+        :math:`K \approx I`) is the usual cause.
+        """
+        bound = float(self._lam_q[q - 1]) / self.n_samples_
+        if sigma2 < bound * (1.0 - TIE_RTOL):
+            return
+        raise ValueError(
+            f"sigma2={sigma2:.6g} reaches the bound lambda_q / N = {bound:.6g} of Prop. 3 "
+            f"(q = {q}; the eigenvalues of the centred kernel matrix tie from lambda_q on, to a "
+            f"relative {TIE_RTOL:g}): the model would have no signal (A = 0). The likely cause "
+            f"is the kernel's bandwidth, far below the spacing of the data ("
+            f"{self.kernel if self.feature_map is None else self.feature_map!r} makes K close "
+            "to the identity): "
+            "widen it, e.g. to the median pairwise distance of X")
 
     def _q_what(self) -> str:
         return (f"below the rank r = {self.rank_} of the centred kernel matrix, "
@@ -807,7 +843,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     def _gram(self, X: Array, Y: Array | None) -> Array:
         """Uncentred kernel matrix k(X, Y) of the dual (Y=None: X with itself)."""
         if self.feature_map_ is not None:
-            F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            F = _checked_features(self.feature_map_, X)
             G = F if Y is None else check_array(self.feature_map_.transform(Y),
                                                 "feature_map.transform(X_fit)")
             return F @ G.T
@@ -830,7 +866,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         """Primal: phi(X) - mu (m x d). Dual: centred test kernel vectors k_c (m x N)."""
         if self.formulation == "primal":
             assert self.feature_map_ is not None
-            return check_array(self.feature_map_.transform(X), "feature_map.transform(X)") - self.mean_
+            return _checked_features(self.feature_map_, X) - self.mean_
         return _center_test_rows(self._gram(X, self.X_fit_), self._train_means)
 
     def _exact_preimage(self) -> bool:
@@ -864,6 +900,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         """
         if is_dask_array(X) or (self.batch_size is not None and self.formulation == "primal"):
             check_is_fitted(self, "sigma2_")
+            check_dask_chunks(X, "X")
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X must have shape (m, {self.n_features_in_}), got {X.shape}")
             return map_rows(lambda Xc: self._transform(np.asarray(Xc)), [X],
@@ -1082,7 +1119,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     def _kernel_diag(self, X: Array) -> Array:
         """k(x, x) for each row of X (dual): from the feature map, the kernel's diag, or row by row."""
         if self.feature_map_ is not None:
-            F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            F = _checked_features(self.feature_map_, X)
             return np.einsum("ij,ij->i", F, F)
         kernel = Linear() if self.kernel is None else self.kernel
         if hasattr(kernel, "diag"):

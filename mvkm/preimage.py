@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validation import check_array, check_positive
+from ._validation import check_array, check_bool, check_positive
 
 __all__ = ["kernel_smoother", "stable_kernel_smoother"]
 
@@ -108,6 +108,7 @@ def stable_kernel_smoother(k_hat: ArrayLike, X_train: ArrayLike, *, tau: float =
     kernel_smoother : the plain smoother, which raises where the weights sum to zero.
     """
     tau = check_positive(tau, "tau", strict=False)
+    check_bool(clip, "clip")
     one = np.ndim(k_hat) == 1
     k = check_array(np.atleast_2d(k_hat), "k_hat")
     X = check_array(X_train, "X_train")

@@ -34,6 +34,8 @@ from ._validation import (
     check_not_sparse,
     check_positive,
 )
+from ._validation import (atomic_fit, check_bool, check_dask_chunks, check_finite_result,
+                          check_map_output, gram_of_view)
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
@@ -120,6 +122,11 @@ def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit
     return "Algorithm 1" if primal else "Algorithm 2"
 
 
+def _ndim(X: Any) -> int:
+    """The number of dimensions of an array-like (its own ``ndim``, else that of ``np.asarray``)."""
+    return int(X.ndim) if hasattr(X, "ndim") else np.asarray(X).ndim
+
+
 def _as_2d(X: ArrayLike, name: str) -> Any:
     """A view as an n x d float array (1-D input is one column).
 
@@ -127,6 +134,7 @@ def _as_2d(X: ArrayLike, name: str) -> Any:
     when they are read); only its number of dimensions is checked here.
     """
     if is_dask_array(X):
+        check_dask_chunks(X, name)
         if X.ndim not in (1, 2):
             raise ValueError(f"{name} must be a 1-D or 2-D array, got a dask array of shape {X.shape}")
         return X[:, None] if X.ndim == 1 else X
@@ -135,6 +143,24 @@ def _as_2d(X: ArrayLike, name: str) -> Any:
     if arr.ndim == 1:
         arr = arr[:, None]
     return check_array(arr, name)
+
+
+#: Largest max|B| handed to the Stiefel solver: its squared norms (about n max|B|^2) stay finite.
+_STIEFEL_MAX_SCALE = 1e150
+
+
+def _checked_gamma_spectrum(Gamma: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The eigenvalues of Gamma (descending); a clear error if s exceeds the numerical rank."""
+    s = Gamma.shape[0]
+    ev = np.sort(np.linalg.eigvalsh(0.5 * (Gamma + Gamma.T)))[::-1]
+    if not ev[-1] > 1e-12 * max(ev[0], np.finfo(float).tiny):
+        raise ValueError(
+            f"n_components={s} exceeds the numerical rank of the training data: "
+            f"Gamma's smallest eigenvalue is {ev[-1]:.3g} (largest {ev[0]:.3g}); use fewer "
+            "components" + (" (the centred views are zero: every view is constant, or its values "
+                            "are so small, below about 1e-154, that their products underflow)"
+                            if ev[0] == 0 else ""))
+    return ev
 
 
 class MultiViewRKM(BaseEstimator):
@@ -334,6 +360,9 @@ class MultiViewRKM(BaseEstimator):
         if self.kernels is not None and self.feature_maps is not None:
             raise ValueError("give kernels or feature_maps, not both")
         check_positive(self.tol, "tol")
+        check_bool(self.rotate, "rotate")
+        check_bool(self.rescale, "rescale")
+        check_bool(self.progress, "progress", allow_none=True)
         check_stream_params(self.formulation, self.batch_size, self.device, self.dtype,
                             dual_device=True)
         if self.kernel_storage not in ("auto", "dense", "none"):
@@ -351,6 +380,12 @@ class MultiViewRKM(BaseEstimator):
             raise ValueError(f"expected {n_views} views (as in fit), got {len(views)}")
         if len(views) == 0:
             raise ValueError("views is empty: give at least one view")
+        if len(views) == 1 and views[0] is not None and _ndim(views[0]) == 1:
+            # one view: the model is scikit-learn's single-array estimator, which refuses 1-D X
+            raise ValueError(
+                "views[0] must be a 2-D array (one view: 1-D input is ambiguous), got shape "
+                f"{np.shape(views[0])}; Reshape your data either using array.reshape(-1, 1) if it "
+                "has a single feature or array.reshape(1, -1) if it contains a single sample")
         out: list[NDArray[np.float64] | None] = []
         for v, X in enumerate(views):
             if X is None:
@@ -418,6 +453,7 @@ class MultiViewRKM(BaseEstimator):
             raise NotFittedError("this MultiViewRKM is not fitted yet: call fit(views) first")
 
     # --------------------------------------------------------------------- fit
+    @atomic_fit
     def fit(self, views: Sequence[ArrayLike], y: Any = None) -> "MultiViewRKM":
         """Train on the views (Algorithms 1-4 of the source).
 
@@ -445,7 +481,7 @@ class MultiViewRKM(BaseEstimator):
             raise ValueError("views given as dask arrays need formulation='primal' (a streamed "
                              "covariance of explicit features)")
         if n < 2:
-            raise ValueError(f"need at least 2 samples, got {n}")
+            raise ValueError(f"views must have at least 2 rows (samples), got n_samples = {n}")
         specs = self._view_maps(V)
         self.n_views_ = V
         self.n_samples_ = n
@@ -461,7 +497,8 @@ class MultiViewRKM(BaseEstimator):
             if kind == "map" and streamed:
                 self._maps[v] = fit_feature_map(obj, Xs[v])
             elif kind == "map":
-                Phi = np.asarray(obj.fit(Xs[v]).transform(Xs[v]), dtype=np.float64)
+                Phi = np.asarray(check_map_output(obj.fit(Xs[v]).transform(Xs[v]), n,
+                                                  f"feature_maps[{v}].transform"), dtype=np.float64)
                 mean = Phi.mean(axis=0)
                 self._maps[v] = obj
                 self._feature_means[v] = mean
@@ -486,12 +523,7 @@ class MultiViewRKM(BaseEstimator):
             self._fit_primal(s)
         else:
             self._fit_dual(s, n)
-        self.eigenvalues_ = np.sort(np.linalg.eigvalsh(0.5 * (self.Gamma_ + self.Gamma_.T)))[::-1]
-        if self.eigenvalues_[-1] <= 1e-12 * max(self.eigenvalues_[0], np.finfo(float).tiny):
-            raise ValueError(
-                f"n_components={s} exceeds the numerical rank of the training data: "
-                f"Gamma's smallest eigenvalue is {self.eigenvalues_[-1]:.3g} "
-                f"(largest {self.eigenvalues_[0]:.3g}); use fewer components")
+        self.eigenvalues_ = _checked_gamma_spectrum(self.Gamma_)
         return self
 
     def fit_transform(self, views: Sequence[ArrayLike], y: Any = None) -> NDArray[np.float64]:
@@ -525,6 +557,12 @@ class MultiViewRKM(BaseEstimator):
             return A, np.diag(lam)
         from .stiefel import maximize_trace  # torch is imported only for Stiefel training
 
+        if not callable(B) and not float(np.max(np.abs(B))) < _STIEFEL_MAX_SCALE:
+            raise ValueError(
+                f"the {'kernel' if self.formulation == 'dual' else 'covariance'} matrix has entries "
+                f"up to {float(np.max(np.abs(B))):.3g}, beyond {_STIEFEL_MAX_SCALE:.0e}: the Stiefel "
+                "solver's squared norms would overflow float64; rescale the views (e.g. "
+                "sklearn.preprocessing.StandardScaler) or use solver='eig'")
         A_prime, history = maximize_trace(
             B, s, method=self.stiefel_method, n=size, tol=self.tol, max_iter=self.max_iter,
             random_state=self.random_state, progress=bool(self.progress), return_history=True,
@@ -553,11 +591,13 @@ class MultiViewRKM(BaseEstimator):
             # C = Phi^T Phi = Q (R R^T) Q^T with Phi^T = QR (Q: D x n): the eigenpairs of C
             # are (lam, Q w) for those (lam, w) of the n x n matrix R R^T, in O(n^2 D)
             Q, R = np.linalg.qr(Phi.T, mode="reduced")
-            lam, W = top_eigh(R @ R.T, s, check_symmetric=False,
+            RRt = check_finite_result(R @ R.T, "the covariance of the features", "views")
+            lam, W = top_eigh(RRt, s, check_symmetric=False,
                               random_state=0 if self.random_state is None else self.random_state)
             U_tilde, Gamma = flip_signs(Q @ W), np.diag(lam)
         else:
-            U_tilde, Gamma = self._solve(Phi.T @ Phi, s)       # eq. (10)
+            C = check_finite_result(Phi.T @ Phi, "the covariance of the features", "views")
+            U_tilde, Gamma = self._solve(C, s)                 # eq. (10)
         self._set_primal(U_tilde, Gamma)
         U = np.vstack(self.U_)
         self.H_ = np.linalg.solve(Gamma, (Phi @ U).T).T       # eq. (6), Gamma symmetric
@@ -582,6 +622,7 @@ class MultiViewRKM(BaseEstimator):
 
     def _set_primal(self, U_tilde: NDArray[np.float64], Gamma: NDArray[np.float64]) -> None:
         """U = U~ Gamma^{1/2} (step 6 of Algorithm 1) split per view, and U_v^T U_v."""
+        _checked_gamma_spectrum(Gamma)          # before Gamma^{-1} in H = Phi U Gamma^{-1}
         U = U_tilde @ psd_sqrt(Gamma) if self.rescale else U_tilde
         self.U_tilde_ = U_tilde
         self.Gamma_ = Gamma
@@ -596,9 +637,10 @@ class MultiViewRKM(BaseEstimator):
         grams = []
         for v in range(self.n_views_):
             if self._kinds[v] == "map":
-                Kc = self._Phi_c[v] @ self._Phi_c[v].T
+                Kc = check_finite_result(self._Phi_c[v] @ self._Phi_c[v].T,
+                                         f"the centred kernel matrix of views[{v}]", f"views[{v}]")
             else:
-                Kv = self._kernels[v](self._X_fit[v])
+                Kv = gram_of_view(self._kernels[v], self._X_fit[v], f"views[{v}]")
                 self._kernel_means[v] = Kv.mean(axis=0)
                 Kc = center_gram(Kv, copy=False)
             grams.append(Kc)
@@ -657,7 +699,9 @@ class MultiViewRKM(BaseEstimator):
         return self._centred_kernel(v, X) @ self.H_
 
     def _features(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:
-        return np.asarray(self._maps[v].transform(X), dtype=np.float64) - self._feature_means[v]
+        Phi = check_map_output(self._maps[v].transform(X), X.shape[0], f"feature_maps[{v}].transform",
+                               width=self._feature_means[v].shape[0])
+        return np.asarray(Phi, dtype=np.float64) - self._feature_means[v]
 
     def _training_feature_products(self, v: int, A: NDArray[np.float64],
                                    X: Any = None) -> NDArray[np.float64]:

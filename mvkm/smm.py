@@ -46,6 +46,7 @@ from sklearn.exceptions import ConvergenceWarning as ConvergenceWarning_sklearn
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_array, check_positive, check_random_state, reset_fitted
+from ._validation import atomic_fit, check_bool
 from .kernels import Kernel, Linear
 from .linalg import ConvergenceWarning
 
@@ -750,6 +751,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         check_positive(self.tol, "tol", strict=False)
         if self.init not in ("svd", "random"):
             raise ValueError(f"init must be 'svd' or 'random', got {self.init!r}")
+        check_bool(self.fit_intercept, "fit_intercept")
 
     @staticmethod
     def _check_X(X: ArrayLike, name: str = "X") -> NDArray[np.float64]:
@@ -790,6 +792,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         return new[0], new[1], obj, beta_p
 
     # -- public API -----------------------------------------------------------
+    @atomic_fit
     def fit(self, X: ArrayLike, y: ArrayLike) -> "LowRankSMM":
         """Fit the classifier by alternating C- and P-steps.
 

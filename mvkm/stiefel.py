@@ -47,6 +47,7 @@ from ._validation import (
     check_sparse_symmetric,
     check_symmetric,
 )
+from ._validation import check_bool, check_torch_device
 from .linalg import psd_sqrt, rotate_to_diagonal
 
 torch = require_torch("the Stiefel-manifold solvers (mvkm.stiefel)")
@@ -621,6 +622,7 @@ def _check_device(device: Any) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} was requested but no CUDA device is available "
                          "(torch.cuda.is_available() is False); use device='cpu'")
+    check_torch_device(device)
     return dev
 
 
@@ -796,6 +798,9 @@ def maximize_trace(
            [0., 0.],
            [0., 0.]])
     """
+    check_bool(progress, "progress")
+    check_bool(return_history, "return_history")
+    check_bool(rotate, "rotate")
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
     if n is not None:

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._validation import check_array, check_count
+from ._validation import check_bool
 
 __all__ = ["lag_embed", "recursive_forecast"]
 
@@ -85,9 +86,22 @@ def recursive_forecast(model: Any, history: ArrayLike, n_steps: int, *,
     -------
     ndarray of shape (n_steps,)
     """
+    check_bool(progress, "progress")
     dims = getattr(model, "view_dims_", None)
     if dims is None:
-        raise ValueError("model must be fitted (it has no view_dims_): call fit first")
+        from sklearn.exceptions import NotFittedError
+        from sklearn.utils.validation import check_is_fitted
+
+        if not callable(getattr(model, "predict", None)) or not hasattr(model, "get_params"):
+            raise TypeError(f"model must be a fitted two-view model with predict(views, "
+                            f"target=1), e.g. mvkm.MultiViewRKM, got {type(model).__name__}")
+        try:
+            check_is_fitted(model)
+        except NotFittedError:
+            raise ValueError("model must be fitted (it has no view_dims_): call fit first") from None
+        raise TypeError(f"model must be a two-view model with predict(views, target=1) and "
+                        f"view_dims_, e.g. mvkm.MultiViewRKM; a fitted {type(model).__name__} "
+                        "has neither")
     if len(dims) != 2 or dims[1] != 1:
         raise ValueError(f"recursive_forecast needs a two-view model whose second view is the "
                          f"next value (one column), got view dimensions {list(dims)}")
