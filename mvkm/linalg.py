@@ -648,7 +648,11 @@ def kernel_top_eigh(
     the ``"lanczos"`` solver and the centring means read that triangle with
     BLAS ``dsymv``. Small problems (:math:`n \le 1000`, or
     :math:`s > 0.08\,n`) go to LAPACK on the full matrix, as ``top_eigh``'s
-    ``"auto"`` does.
+    ``"auto"`` does. The guarantees are those of :func:`top_eigh`'s ``"lanczos"``
+    and ``"dense"``: the closing check for repeated eigenvalues, the stopping
+    test's floor at the round-off of one product (a kernel of rank below
+    :math:`s` gives eigenvalues zero to round-off, as LAPACK does, in
+    milliseconds), at most 20 thick restarts.
 
     Parameters
     ----------
@@ -887,19 +891,46 @@ def top_eigh(
         Number :math:`s` of eigenpairs: ``1 <= s <= n`` for ``"dense"`` and
         ``"auto"``, ``1 <= s <= n - 1`` for ``"arpack"`` and ``"subspace"``.
     method : {"auto", "dense", "lanczos", "arpack", "subspace"}, default="auto"
+        What each method guarantees (``tests/test_hard_spectra.py`` checks it on
+        repeated, clustered, flat, rank-deficient, round-off, indefinite and
+        extremely scaled spectra against LAPACK, with a time bound):
+
         * ``"dense"``: LAPACK, :math:`O(n^3)`, exact to round-off: ``syevr``
           restricted to the top :math:`s` (:func:`scipy.linalg.eigh` with
           ``subset_by_index``) when :math:`s \le 0.3\,n`, else the full
           divide-and-conquer ``syevd`` (measured faster there; ``syevx`` was
-          never faster than ``syevr``).
+          never faster than ``syevr``). When ``syevr``'s subset search returns
+          fewer vectors than asked (it can on a degenerate spectrum, e.g. an RBF
+          Gram matrix that is the identity to round-off), ``syevd`` answers.
+          *Guarantee*: the top :math:`s` eigenpairs, multiplicities included, to
+          backward error :math:`O(n \epsilon \|K\|)`.
         * ``"lanczos"`` (dense arrays only): Lanczos with full
           reorthogonalisation and thick restarts, BLAS ``dsymv`` products (one
           triangle of ``K`` read per product) from a start vector drawn from
           ``random_state``. The residual of every Ritz pair is known exactly
-          after each product, so it stops as soon as the ``s`` largest meet
-          ARPACK's test (below), where ARPACK checks only after a full basis of
+          after each product, so it stops as soon as the ``s`` largest satisfy
+          :math:`\|K v_i - \theta_i v_i\| \le \max(\mathrm{tol}\,|\theta_i|,\
+          4 n \epsilon \max|K|)`, where ARPACK checks only after a full basis of
           :math:`2s + 1` products: 23-24 products instead of 28-33 for
-          :math:`s = 10` on the kernels of ``benchmarks/bench_kpca.py``.
+          :math:`s = 10` on the kernels of ``benchmarks/bench_kpca.py``. The
+          absolute floor is the round-off of one product, so eigenvalues that are
+          zero to round-off (``K`` of rank below :math:`s`) are returned as such,
+          within that floor of zero, as by ``"dense"``. A single-vector Krylov
+          space holds one vector per eigenspace, so Lanczos alone returns a
+          repeated eigenvalue once; it therefore ends with a *closing check*: 3
+          more products from a random vector orthogonal to its basis and a
+          Rayleigh-Ritz step on the union. A Ritz value there above a returned one by
+          more than its residual proves that an eigenvalue was missed, and Lanczos
+          restarts orthogonal to the pairs found (deflation) until the check
+          passes. *Guarantee*: every returned pair has a residual within the test
+          above; the values are the top :math:`s` when each eigenvalue missed by
+          a Krylov run stands clear enough of the rest of the spectrum for three
+          products to lift it above :math:`\theta_s` (for instance a repeated 10
+          over a [0, 1] bulk; multiplicities 2-4 are tested). Eigenvalues that
+          agree to round-off within a cluster cannot be told apart by any method
+          and come back as a valid set of eigenpairs of that cluster. At most 20
+          thick restarts by default (about 3300 products), then
+          ``ArpackNoConvergence``.
         * ``"arpack"``: implicitly restarted Lanczos (:func:`scipy.sparse.linalg.eigsh`,
           ``which="LA"``) from a start vector drawn from ``random_state``. For an
           ndarray the matrix-vector product is BLAS ``dsymv``, which reads one
@@ -907,7 +938,12 @@ def top_eigh(
           faster than ``eigsh(K)``, scikit-learn's ``KernelPCA`` solver, in
           ``benchmarks/bench_kpca.py`` (same matrix, same accuracy).
           Stops when :math:`\|K v_i - \theta_i v_i\| \le \mathrm{tol}\,|\theta_i|`
-          (ARPACK's test, on ``K / max|K|``).
+          (ARPACK's test, on ``K / max|K|``). ARPACK misses repeated eigenvalues
+          too, so it gets the same closing check (with :math:`2s + 1` products,
+          since ARPACK does not return its Krylov basis: :math:`3s + 1` products
+          more than ARPACK alone), and the same deflated Lanczos restarts when it
+          finds a miss. *Guarantee*: as ``"lanczos"``. At most 1000 restarts
+          by default (scipy's default is :math:`10 n`).
         * ``"subspace"``: block subspace iteration (Halko, Martinsson & Tropp,
           2011, Alg. 4.4, with a Rayleigh-Ritz step every iteration) on a block of
           :math:`b = s + \max(10, s)` columns, accelerated by a Chebyshev filter
@@ -916,9 +952,16 @@ def top_eigh(
           :math:`\|K v_i - \theta_i v_i\| \le \mathrm{tol}\,\theta_1`, so it
           stays accurate for clustered spectra (unlike a fixed number of power
           steps, as in scikit-learn's ``eigen_solver="randomized"``).
+          *Guarantee*: a block method, it sees multiplicities up to
+          :math:`b - s + 1 \ge 11` for a positive semi-definite ``K`` whose
+          spectrum decays towards 0 (kernel matrices); on a flat spectrum (all
+          eigenvalues far from 0 and close together) the filter gains little and
+          it may stop at ``max_iter`` with a ``ConvergenceWarning``. An
+          indefinite ``K`` is detected and handed to ``"arpack"``.
         * ``"auto"``: ``"dense"`` when :math:`n \le 1000` (exact, under
           0.2 s) or :math:`s > 0.08\,n`, otherwise ``"lanczos"`` for an
-          array and ``"arpack"`` for a sparse matrix or an operator. Measured on one core
+          array and ``"arpack"`` for a sparse matrix or an operator; each with
+          its guarantee above. Measured on one core
           of the reference machine for centred RBF kernels (Gaussian data,
           :math:`d = 10`): at :math:`s = 10`, ARPACK takes 0.02 / 0.12 / 0.23 s
           where LAPACK takes 0.15 / 1.3 / 5.4 s at :math:`n = 1000 / 2000 / 3000`;
@@ -933,9 +976,10 @@ def top_eigh(
         ``tol=0`` means machine precision for ``"lanczos"`` and ``"arpack"``;
         ``"subspace"`` needs ``tol > 0``.
     max_iter : int, optional
-        Iteration cap of the iterative methods (ignored by ``"dense"``): ARPACK
-        or Lanczos restarts (default: ``10 n``, scipy's for ARPACK) or subspace
-        Rayleigh-Ritz iterations (default: 500).
+        Iteration cap of the iterative methods (ignored by ``"dense"``): Lanczos
+        thick restarts (default 20, each at most 150 products past the first
+        300), ARPACK restarts (default 1000) or subspace Rayleigh-Ritz
+        iterations (default 500).
     random_state : int, numpy.random.Generator or None, default=0
         Seed of the start vector (``"lanczos"``, ``"arpack"``) or start block
         (``"subspace"``).
@@ -976,15 +1020,17 @@ def top_eigh(
         If ``n_components`` or ``max_iter`` is not an integer, or ``method="dense"``
         is asked for a ``LinearOperator``.
     scipy.sparse.linalg.ArpackNoConvergence
-        If ARPACK or Lanczos reaches ``max_iter`` (a ``RuntimeError``).
+        If ARPACK or Lanczos reaches ``max_iter`` (a ``RuntimeError``): the
+        error names the pairs that met the test and the residual floor.
     TypeError
         If ``method="lanczos"`` is asked for a sparse matrix or an operator.
 
     Warns
     -----
     ConvergenceWarning
-        (a ``RuntimeWarning``) if ``"subspace"`` reaches ``max_iter``; the
-        current Ritz approximations are returned.
+        (a ``RuntimeWarning``) if ``"subspace"`` reaches ``max_iter``, or if the
+        closing check of ``"lanczos"``/``"arpack"`` still finds a missed eigenvalue
+        after ``s`` deflated restarts; the current approximations are returned.
 
     See Also
     --------
