@@ -819,7 +819,10 @@ def _subspace_top(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64]], 
         k = s - lam_locked.size  # wanted pairs still active
         lam_1 = max(float(theta[0]), float(lam_locked[0]) if lam_locked.size else -np.inf)
         residuals = np.linalg.norm(KV[:, :k] - V[:, :k] * theta[:k], axis=0)
-        ok = residuals <= tol * abs(lam_1)
+        # absolute floor: the round-off of one product, 4 n eps ||K|| (>= max|K_ij|; the
+        # largest Ritz magnitude stands for ||K||), as in "lanczos"
+        ok = residuals <= max(tol * abs(lam_1),
+                              _FLOOR_FACTOR * n * np.finfo(float).eps * max(big, abs(lam_1)))
         n_ok = lam_locked.size + int(np.sum(ok))
         if ok.all():
             converged = True

@@ -286,6 +286,19 @@ def test_lanczos_on_a_rank_two_matrix_stops_with_round_off_eigenvalues():
         assert np.linalg.norm(K @ V - V * w) <= 1e-9 * 2250.0
 
 
+@pytest.mark.parametrize("method", ["lanczos", "arpack", "subspace"])
+def test_a_tolerance_below_round_off_still_stops(method):
+    """tol = 1e-17 asks for residuals below the round-off of one product: the test's floor
+    (4 n eps max|K|) stops the iteration instead of max_iter (or hours)."""
+    K = _with_spectrum([3.0, 2.0, 1.5], 400, bulk=(0.0, 0.5))
+    ref = scipy.linalg.eigh(K, eigvals_only=True)[::-1][:3]
+    with time_bound(5.0), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        w, V = top_eigh(K, 3, method, tol=1e-17)
+    np.testing.assert_allclose(w, ref, rtol=1e-12)
+    assert np.linalg.norm(K @ V - V * w) <= 1e-12
+
+
 @pytest.mark.parametrize("kernel, s", [("linear", 4), ("rbf100", 10)])
 def test_kernel_top_eigh_below_the_rank_finishes(kernel, s):
     """kernel_top_eigh(Linear(), X, 4) on 1500 points in 2-D (rank 2) ran over a minute,
