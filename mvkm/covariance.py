@@ -46,7 +46,9 @@ The same reduction runs
   result comes back.
 
 ``dtype="float32"`` computes features and each chunk's product in single
-precision and merges chunks in double precision: about twice as fast on a
+precision and merges chunks in double precision; before the cast a float64
+shift, the first chunk's mean, is subtracted (:func:`float32_shifts`), so a
+large mean of the data costs no digits: about twice as fast on a
 CPU (more on most GPUs); each entry of :math:`S` then carries a relative
 error of order :math:`\sqrt{b}\,\epsilon_{32} \approx 10^{-6}`–:math:`10^{-5}`
 (``b`` the batch size, :math:`\epsilon_{32} = 6\times10^{-8}`), and so do the
@@ -204,7 +206,8 @@ class FeatureMoments:
 
 # ---------------------------------------------------------------- chunk features
 def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "float64", *,
-                   out: NDArray[Any] | None = None, scaled: bool = True) -> NDArray[Any]:
+                   out: NDArray[Any] | None = None, scaled: bool = True,
+                   shifts: Sequence["_Shift"] | None = None) -> NDArray[Any]:
     r"""The stacked features ``[phi_1(X_1) | ... | phi_V(X_V)]`` of one chunk of rows.
 
     A ``b x D`` array in Fortran (column-major) order (float64, or float32
@@ -222,10 +225,16 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
     constant factor :math:`\sqrt{2/D_v}` of random Fourier features (the
     caller applies :func:`view_scales` to the products instead: one pass over
     the chunk fewer).
+
+    ``shifts`` (one :class:`_Shift` per view, from :func:`float32_shifts`)
+    subtract a float64 vector from each view before the cast to ``dtype``:
+    from the features of identity and other maps, and from the inputs of random
+    Fourier features (the phases absorb it, so the features are unchanged).
     """
     from .features import RandomFourierFeatures
 
     b = int(chunks[0].shape[0])
+    shifts = list(shifts) if shifts is not None else [_Shift()] * len(maps)
     want = np.float32 if dtype == "float32" else np.float64
     Xs = [np.asarray(X) for X in chunks]
     dims = [fm.n_features_out_ if isinstance(fm, RandomFourierFeatures) else None for fm in maps]
@@ -239,13 +248,60 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
     else:
         F = np.empty(shape, dtype=want, order="F")
     a = 0
-    for fm, X, p, w in zip(maps, Xs, parts, widths):
+    for fm, X, p, w, sh in zip(maps, Xs, parts, widths, shifts):
         if p is None:
-            _rff_into(fm, X, F[:, a:a + w].T, scaled=scaled)
+            _rff_into(fm, X, F[:, a:a + w].T, scaled=scaled, shift=sh.inputs)
+        elif sh.features is not None:     # in float64, then cast
+            np.subtract(p, sh.features, out=F[:, a:a + w], casting="unsafe")
         else:
             F[:, a:a + w] = p
         a += w
     return F
+
+
+@dataclass
+class _Shift:
+    """A float64 vector subtracted from one view before the cast to float32: from its
+    features (``features``, length D_v) or, for random Fourier features, from its
+    inputs (``inputs``, length d_v; the phases absorb it)."""
+
+    features: Array | None = None
+    inputs: Array | None = None
+
+
+def float32_shifts(maps: Sequence[Any], chunks: Sequence[Any]) -> list[_Shift]:
+    r"""The shifts of a float32 reduction: the means of the first chunk, in float64.
+
+    Features cast to float32 before they are centred lose every digit of their
+    spread once their mean dominates it (the cast rounds to
+    :math:`\epsilon_{32}\,|ar\phi|`): identity features of ``1e8 + Z`` keep
+    nothing of ``Z``. Subtracting, in float64, a vector close to the mean (the
+    first chunk's) before the cast leaves float32 numbers of the size of the
+    spread, so the documented :math:`\sqrt b\,\epsilon_{32}` bound holds for any
+    mean. For random Fourier features the inputs are shifted by their first
+    chunk's mean :math:`c` and the phases become
+    :math:`b + \Omega^	op c mod 2\pi` (computed in float64): the same cosines,
+    without a float32 phase of the size of :math:`\Omega^	op x`. The shift is
+    added back to the mean; the scatter does not depend on it.
+    """
+    from .features import Identity, RandomFourierFeatures
+
+    out = []
+    for fm, X in zip(maps, chunks):
+        X = np.asarray(X, dtype=np.float64)
+        if isinstance(fm, RandomFourierFeatures):
+            out.append(_Shift(inputs=X.mean(axis=0)))
+        elif isinstance(fm, Identity):
+            out.append(_Shift(features=X.mean(axis=0)))
+        else:
+            out.append(_Shift(features=np.asarray(fm.transform(X), dtype=np.float64).mean(axis=0)))
+    return out
+
+
+def _feature_shift(shifts: Sequence[_Shift], dims: Sequence[int]) -> Array:
+    """The stacked feature shift (zeros for the views shifted at their inputs)."""
+    return np.concatenate([sh.features if sh.features is not None else np.zeros(int(d))
+                           for sh, d in zip(shifts, dims)])
 
 
 def view_scales(maps: Sequence[Any]) -> list[float]:
@@ -282,7 +338,8 @@ def features_times(maps: Sequence[Any], chunks: Sequence[Any], A: Array, *,
     return torch.mm(torch.from_numpy(AcT), torch.from_numpy(F).T).numpy().T
 
 
-def _rff_into(fm: Any, X: Array, out_T: NDArray[Any], scaled: bool = True) -> None:
+def _rff_into(fm: Any, X: Array, out_T: NDArray[Any], scaled: bool = True,
+              shift: Array | None = None) -> None:
     r"""Write :math:`\sqrt{2/D}\cos(\Omega^\top x + b)` for the rows of ``X`` into ``out_T``.
 
     ``out_T`` is the (D x b) C-contiguous transpose of a column block of the
@@ -291,14 +348,19 @@ def _rff_into(fm: Any, X: Array, out_T: NDArray[Any], scaled: bool = True) -> No
     in place (measured 4.4 ns per entry against numpy's 19 on 2 cores); both
     in torch, so that the pass does not switch between two thread pools
     (BLAS's threads spin for a while after each call and slow the next one of
-    another pool). ``scaled=False`` leaves out :math:`\sqrt{2/D}`.
+    another pool). ``scaled=False`` leaves out :math:`\sqrt{2/D}`. ``shift``
+    (float64, length d) is subtracted from ``X`` before the cast and added to
+    the phases, :math:`b + \Omega^\top c \bmod 2\pi` (see :func:`float32_shifts`).
     """
     import torch
 
     dt = out_T.dtype
-    W = np.vstack([fm.omega_, fm.offset_[None, :]]).astype(dt)
-    Xa = np.empty((X.shape[0], X.shape[1] + 1), dtype=dt)
-    Xa[:, :-1] = X
+    phases, Xa = _shifted_phases(fm, shift), np.empty((X.shape[0], X.shape[1] + 1), dtype=dt)
+    W = np.vstack([fm.omega_, phases[None, :]]).astype(dt)
+    if shift is None:
+        Xa[:, :-1] = X
+    else:
+        np.subtract(X, shift, out=Xa[:, :-1], casting="unsafe")   # in float64, then cast
     Xa[:, -1] = 1.0
     T = torch.from_numpy(out_T)
     torch.mm(torch.from_numpy(W).T, torch.from_numpy(Xa).T, out=T)
@@ -307,7 +369,15 @@ def _rff_into(fm: Any, X: Array, out_T: NDArray[Any], scaled: bool = True) -> No
         T.mul_(float(np.sqrt(2.0 / fm.n_features_out_)))
 
 
-def _rff_torch(fm: Any, X: Array, device: Any, dtype: str) -> Any:
+def _shifted_phases(fm: Any, shift: Array | None) -> Array:
+    """The phases of random Fourier features of inputs shifted by ``shift``: ``b + Omega^T c``
+    reduced mod 2 pi, in float64 (``b`` itself when there is no shift)."""
+    if shift is None:
+        return fm.offset_
+    return np.mod(fm.offset_ + shift @ fm.omega_, 2.0 * np.pi)
+
+
+def _rff_torch(fm: Any, X: Array, device: Any, dtype: str, shift: Array | None = None) -> Any:
     """Random Fourier features :math:`\\sqrt{2/D}\\cos(X\\Omega + b)` computed by torch.
 
     torch's vectorised, multi-threaded cosine is several times faster than
@@ -318,31 +388,35 @@ def _rff_torch(fm: Any, X: Array, device: Any, dtype: str) -> Any:
     import torch
 
     tdt = torch.float32 if dtype == "float32" else torch.float64
-    Xt = torch.as_tensor(np.asarray(X), device=device).to(tdt)
+    X = np.asarray(X) if shift is None else np.asarray(X, dtype=np.float64) - shift
+    Xt = torch.as_tensor(X, device=device).to(tdt)
     omega = torch.as_tensor(fm.omega_, device=device).to(tdt)
-    offset = torch.as_tensor(fm.offset_, device=device).to(tdt)
+    offset = torch.as_tensor(_shifted_phases(fm, shift), device=device).to(tdt)
     Z = torch.addmm(offset, Xt, omega)
     Z.cos_()
     Z.mul_(float(np.sqrt(2.0 / fm.n_features_out_)))
     return Z
 
 
-def _features_torch(maps: Sequence[Any], chunks: Sequence[Array], device: Any, dtype: str) -> Any:
-    """The stacked features of one chunk as a torch tensor on ``device``."""
+def _features_torch(maps: Sequence[Any], chunks: Sequence[Array], device: Any, dtype: str,
+                    shifts: Sequence[_Shift] | None = None) -> Any:
+    """The stacked features of one chunk as a torch tensor on ``device`` (``shifts``
+    subtracted in float64 before the cast, as in :func:`chunk_features`)."""
     import torch
 
     from .features import Identity, RandomFourierFeatures
 
     tdt = torch.float32 if dtype == "float32" else torch.float64
+    shifts = list(shifts) if shifts is not None else [_Shift()] * len(maps)
     parts = []
-    for fm, X in zip(maps, chunks):
-        if isinstance(fm, Identity):
-            parts.append(torch.as_tensor(np.asarray(X), device=device).to(tdt))
-        elif isinstance(fm, RandomFourierFeatures):
-            parts.append(_rff_torch(fm, X, device, dtype))
-        else:
-            parts.append(torch.as_tensor(np.asarray(fm.transform(X), dtype=np.float64),
-                                         device=device).to(tdt))
+    for fm, X, sh in zip(maps, chunks, shifts):
+        if isinstance(fm, RandomFourierFeatures):
+            parts.append(_rff_torch(fm, X, device, dtype, sh.inputs))
+            continue
+        P = np.asarray(X) if isinstance(fm, Identity) else np.asarray(fm.transform(X), dtype=np.float64)
+        if sh.features is not None:
+            P = np.asarray(P, dtype=np.float64) - sh.features
+        parts.append(torch.as_tensor(P, device=device).to(tdt))
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
 
@@ -368,8 +442,10 @@ class _NumpyAccumulator:
     ``syrk`` (the same sum, one product instead of a D x D update per chunk).
     """
 
-    def __init__(self, maps: Sequence[Any], dims: Sequence[int], dtype: str) -> None:
+    def __init__(self, maps: Sequence[Any], dims: Sequence[int], dtype: str,
+                 shift: Array | None = None) -> None:
         D = int(sum(dims))
+        self.shift = shift                              # added back to the mean (float32 shifts)
         self.n = 0
         self.mean = np.zeros(D)
         self.S = np.zeros((D, D), order="F")           # upper triangle in use
@@ -391,9 +467,12 @@ class _NumpyAccumulator:
                 f"the features of rows {i0}.. are not finite (NaN or inf): check the views "
                 "and the feature maps")
         rowsq = np.zeros(b)
-        for c, lo, hi in zip(self.scale, self.bounds[:-1], self.bounds[1:]):
-            Fv = F[:, lo:hi]
-            rowsq += (c * c) * np.einsum("ij,ij->i", Fv, Fv)
+        with np.errstate(over="ignore", invalid="ignore"):   # overflow: reported by result()
+            for c, lo, hi in zip(self.scale, self.bounds[:-1], self.bounds[1:]):
+                Fv = F[:, lo:hi]
+                rowsq += (c * c) * np.einsum("ij,ij->i", Fv, Fv)
+            if self.shift is not None:       # |F_i + c|^2 (the shift is 0 on the scaled views)
+                rowsq += 2.0 * (F @ self.shift.astype(F.dtype)) + float(self.shift @ self.shift)
         self.maxsq = max(self.maxsq, float(rowsq.max()))
         T.sub_(torch.from_numpy(mean_b.astype(F.dtype)))   # F is chunk_features' own buffer
         if self.single:
@@ -419,7 +498,7 @@ class _NumpyAccumulator:
         if self.cross:
             R = np.asfortranarray(np.array(self.cross))
             S = _blas.dsyrk(1.0, R, beta=1.0, c=S, trans=1, lower=0, overwrite_c=1)
-        mean = self.mean
+        mean = self.mean if self.shift is None else self.mean + self.shift
         if np.any(self.col != 1.0):
             S *= self.col[:, None]
             S *= self.col[None, :]
@@ -443,10 +522,11 @@ def _symmetrize_upper(S: NDArray[Any], block: int = 256) -> None:
 class _TorchAccumulator:
     """Running moments in torch on one device: per chunk ``S += F^T F`` (addmm)."""
 
-    def __init__(self, D: int, device: Any, dtype: str) -> None:
+    def __init__(self, D: int, device: Any, dtype: str, shift: Array | None = None) -> None:
         import torch
 
         self.torch = torch
+        self.shift = None if shift is None else torch.as_tensor(shift, device=device)
         self.device = device
         self.n = 0
         self.mean = torch.zeros(D, dtype=torch.float64, device=device)
@@ -457,7 +537,8 @@ class _TorchAccumulator:
     def add(self, F: Any) -> None:
         torch = self.torch
         b = F.shape[0]
-        self.maxsq = max(self.maxsq, float((F * F).sum(dim=1).max()))
+        Fu = F if self.shift is None else F.to(torch.float64) + self.shift   # uncentred
+        self.maxsq = max(self.maxsq, float((Fu * Fu).sum(dim=1).max()))
         mean_b = F.to(torch.float64).mean(dim=0)
         F = F - mean_b.to(F.dtype)
         if self.single:
@@ -476,7 +557,8 @@ class _TorchAccumulator:
     def result(self, dims: list[int]) -> FeatureMoments:
         S = self.S.cpu().numpy()
         S = 0.5 * (S + S.T)
-        return FeatureMoments(self.n, self.mean.cpu().numpy(), S, dims, self.maxsq)
+        mean = self.mean if self.shift is None else self.mean + self.shift
+        return FeatureMoments(self.n, mean.cpu().numpy(), S, dims, self.maxsq)
 
 
 # ---------------------------------------------------------------- the reduction
@@ -590,8 +672,11 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     dims = _feature_dims(maps, Xs)
     D = int(sum(dims))
     bs = batch_size or default_batch_size(D)
-    acc: Any = (_NumpyAccumulator(maps, dims, dtype) if device is None
-                else _TorchAccumulator(D, device, dtype))
+    # float32: subtract a float64 shift (the first chunk's means) before the cast
+    shifts = float32_shifts(maps, [X[:bs] for X in Xs]) if dtype == "float32" else None
+    shift = _feature_shift(shifts, dims) if shifts is not None else None
+    acc: Any = (_NumpyAccumulator(maps, dims, dtype, shift) if device is None
+                else _TorchAccumulator(D, device, dtype, shift))
     bar = progress_bar(n, "feature moments", progress)
     # one workspace for every chunk, the last (smaller) one included
     work = np.empty(min(bs, n) * D, dtype=np.float32 if dtype == "float32" else np.float64)
@@ -599,9 +684,10 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
         for sl in iter_row_chunks(n, bs):
             chunks = [X[sl] for X in Xs]
             if device is None:
-                acc.add(chunk_features(maps, chunks, dtype, out=work, scaled=False), sl.start)
+                acc.add(chunk_features(maps, chunks, dtype, out=work, scaled=False,
+                                       shifts=shifts), sl.start)
             else:
-                F = _features_torch(maps, chunks, device, dtype)
+                F = _features_torch(maps, chunks, device, dtype, shifts)
                 _check_chunk(F, sl.start)
                 acc.add(F)
             if bar is not None:
@@ -609,7 +695,20 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     finally:
         if bar is not None:
             bar.close()
-    return acc.result(dims)
+    return _checked_result(acc.result(dims), dtype)
+
+
+def _checked_result(m: FeatureMoments, dtype: str) -> FeatureMoments:
+    """``m``, or a clear ``ValueError`` when its scatter overflowed (finite features whose
+    products exceed the largest float: data of size 1e200, or 1e20 in float32)."""
+    if not np.isfinite(m.scatter).all():
+        limit = "3.4e38 in float32; dtype='float64' reaches 1.8e308" if dtype == "float32" \
+            else "1.8e308 in float64"
+        raise ValueError(
+            f"the scatter of the features is not finite although the features are: their "
+            f"products overflow ({limit}); rescale the views (e.g. divide them by their "
+            "largest absolute value)")
+    return m
 
 
 def _feature_dims(maps: Sequence[Any], Xs: Sequence[Any]) -> list[int]:
@@ -634,7 +733,7 @@ def _dask_moments(views: Sequence[Any], maps: Sequence[Any], *, dtype: str, devi
                 for chunk in zip(*blocks)]
     total = _tree_reduce(partials, merge, split_every=max(2, int(split_every)))
     (result,) = dask.compute(total)
-    return result
+    return _checked_result(result, dtype)
 
 
 def fit_feature_map(fm: Any, X: Any) -> Any:

@@ -102,6 +102,35 @@ def test_torch_cpu_and_float32_against_numpy():
         assert 1e-10 < err < 1e-5
 
 
+@pytest.mark.parametrize("offset", [1e4, 1e6, 1e8])
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_float32_keeps_its_digits_on_data_with_a_large_mean(offset, device):
+    # issue 21, item 3: the views are shifted in float64 before the cast, so the bound
+    # sqrt(b) eps_32 ~ 1e-6 holds whatever the mean (before: 7e-6, 1e-3 and 1.0 for identity
+    # features at these offsets, 5e-2 and 1.0 for random Fourier features at 1e6 and 1e8)
+    rng = np.random.default_rng(1)
+    Z = rng.normal(size=(3000, 4)) * [1.0, 2.0, 0.5, 3.0]
+    X = offset + Z
+    maps = [Identity().fit(X), RandomFourierFeatures(2.0, 40, random_state=0).fit(X)]
+    Phi = np.hstack([Z, maps[1].transform(X)])     # Z: the identity features, centred exactly
+    Phi_c = Phi - Phi.mean(axis=0)
+    m = feature_moments([X, X], maps, batch_size=500, dtype="float32", device=device)
+    assert _rel(m.scatter, Phi_c.T @ Phi_c) < 1e-5
+    mean = np.r_[X.mean(axis=0), Phi[:, 4:].mean(axis=0)]
+    assert np.allclose(m.mean, mean, rtol=1e-12, atol=1e-6)
+    norms = (np.hstack([X, Phi[:, 4:]]) ** 2).sum(axis=1).max()
+    assert abs(m.max_sq_norm / norms - 1.0) < 1e-5
+
+
+@pytest.mark.parametrize("kwargs, scale", [({}, 1e200), ({"device": "cpu"}, 1e200),
+                                           ({"dtype": "float32"}, 1e30)])
+def test_overflowing_scatter_is_a_clear_error(kwargs, scale):
+    # issue 21, item 6: finite features whose products overflow gave an infinite scatter
+    X = np.random.default_rng(0).uniform(-1.0, 1.0, size=(50, 3)) * scale
+    with pytest.raises(ValueError, match="scatter of the features is not finite.*rescale"):
+        feature_moments([X], [Identity().fit(X)], **kwargs)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 def test_cuda_matches_numpy():  # pragma: no cover - CI has no GPU
     X, Y = _views()
