@@ -52,6 +52,7 @@ from .covariance import (
     is_dask_array,
     map_rows,
 )
+from ._gram import GramTriangle, kernel_triangle
 from .kernels import Kernel, Linear, _center_test_rows, center_gram
 from .linalg import ConvergenceWarning, psd_sqrt, sign_convention
 
@@ -69,6 +70,11 @@ def _offdiag_sum(x: NDArray[np.float64], V: int) -> NDArray[np.float64]:
     """:math:`E x` for ``x`` of shape (V N,) or (V N, m): each block becomes the sum of the others."""
     xs = x.reshape(V, -1, *x.shape[1:])
     return (xs.sum(axis=0)[None] - xs).reshape(x.shape)
+
+
+def _full(K: Any) -> NDArray[np.float64]:
+    """A kernel block as a full array (a :class:`~mvkm._gram.GramTriangle` expanded)."""
+    return K.dense() if isinstance(K, GramTriangle) else K
 
 
 def _symmetric_form(Ks: list[NDArray[np.float64]]) -> tuple[list[NDArray[np.float64]], NDArray[np.float64]]:
@@ -279,10 +285,18 @@ class MultiViewKPLS(BaseEstimator):
         self._positive_total = total
         return self
 
-    def _kernel_blocks(self, Xs: list[NDArray[np.float64]], kernels: list[Kernel]) -> list[NDArray[np.float64]]:
-        Ks = []
+    def _kernel_blocks(self, Xs: list[NDArray[np.float64]], kernels: list[Kernel], *,
+                       compact: bool = False) -> list[Any]:
+        """The (centred) kernel matrices; ``compact``: as :class:`~mvkm._gram.GramTriangle`
+        (one triangle per view, centred implicitly, the Lanczos route's products by ``dsymv``)."""
+        Ks: list[Any] = []
         self._train_means = []
         for X, k in zip(Xs, kernels):
+            if compact:
+                T = kernel_triangle(k, X, center=self.center)
+                self._train_means.append(T.row_means)
+                Ks.append(T)
+                continue
             K = k(X)
             self._train_means.append(K.mean(axis=0))
             Ks.append(center_gram(K, copy=False) if self.center else K)
@@ -308,11 +322,11 @@ class MultiViewKPLS(BaseEstimator):
 
     def _fit_dual(self, Xs, kernels):
         V, N = len(Xs), Xs[0].shape[0]
-        Ks = self._kernel_blocks(Xs, kernels)
         solver = self.solver
         if solver == "auto":
             solver = "dense" if (V * N <= _DENSE_MAX or not isinstance(self.n_components, Integral)) \
                 else "lanczos"
+        Ks = self._kernel_blocks(Xs, kernels, compact=solver == "lanczos")
         if solver == "dense":
             lam, alpha, total = self._dense(Ks)
         else:
@@ -324,7 +338,7 @@ class MultiViewKPLS(BaseEstimator):
                     f"Lanczos did not converge in {_lanczos_cap(int(self.n_components), V * N)} steps (the top of "
                     "the spectrum is (nearly) degenerate, e.g. kernels close to the identity): solving the "
                     "dense symmetric problem instead", ConvergenceWarning, stacklevel=3)
-                lam, alpha, total = self._dense(Ks)
+                lam, alpha, total = self._dense([_full(K) for K in Ks])
             else:
                 (lam, alpha), total = found, None
         scores = np.vstack([K @ alpha[v * N:(v + 1) * N] for v, K in enumerate(Ks)])
@@ -365,7 +379,7 @@ class MultiViewKPLS(BaseEstimator):
                 Dp = Dp - Y @ c
             return p, Dp, float(p @ Dp)
 
-        scale = sum(float(np.trace(K)) for K in Ks)
+        scale = sum(K.trace() if isinstance(K, GramTriangle) else float(np.trace(K)) for K in Ks)
         p, Dp, nrm2 = extend(_offdiag_sum(D(rng.standard_normal(n)), V))
         if nrm2 <= 0:
             raise ValueError("Omega is zero: every kernel matrix is zero")
@@ -481,7 +495,7 @@ class MultiViewKPLS(BaseEstimator):
         """Eigenvalues over the sum of all positive eigenvalues of Omega (computed on first access)."""
         self._check_fitted()
         if self._positive_total is None:
-            mu = np.linalg.eigvalsh(_symmetric_form(self._Ks)[1])
+            mu = np.linalg.eigvalsh(_symmetric_form([_full(K) for K in self._Ks])[1])
             self._positive_total = float(mu[mu > 0].sum())
         return self.eigenvalues_ / self._positive_total
 

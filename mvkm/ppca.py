@@ -92,7 +92,8 @@ from .covariance import (
     progress_bar,
 )
 from .features import Identity
-from .kernels import Linear, Polynomial, _center_test_rows, center_gram, uncenter_kernel_values
+from ._gram import GramTriangle, features_triangle, kernel_triangle
+from .kernels import Kernel, Linear, Polynomial, _center_test_rows, center_gram, uncenter_kernel_values
 from .linalg import flip_signs, sign_convention, top_eigh
 from .preimage import kernel_smoother, stable_kernel_smoother
 
@@ -469,21 +470,23 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self.rank_ = self._generic_rank(X)
             self._trace = float(op.trace())
             self._fit_top(op)
-        else:
+        elif N <= DENSE_MAX_N:
             K = check_symmetric(self._gram(X, None), "K")
             self._diag_scale = float(np.mean(np.diagonal(K)))
             self._row_means = K.mean(axis=1)
             self._train_means = K.mean(axis=0)
             scale_diag = float(np.abs(np.diagonal(K)).max())
-            if N <= DENSE_MAX_N:
-                self._K_cache = K
-                self._fit_dense_spectrum(center_gram(K), scale_diag)
-                self._fit_top(None)
-            else:
-                K_c = center_gram(K, copy=False)        # in place: one n x n matrix in all
-                self.rank_ = self._generic_rank(X)
-                self._trace = float(np.trace(K_c))
-                self._fit_top(K_c)
+            self._K_cache = K
+            self._fit_dense_spectrum(center_gram(K), scale_diag)
+            self._fit_top(None)
+        else:
+            T = self._gram_triangle(X)              # one triangle, centred implicitly
+            self._diag_scale = float(np.mean(T.diagonal()))
+            self._row_means = T.row_means
+            self._train_means = T.row_means
+            self.rank_ = self._generic_rank(X)
+            self._trace = T.trace()
+            self._fit_top(T)
         q, N, r = self.n_components_, self.n_samples_, self.rank_
         lam_q = self._lam_q
         tail = self._tail
@@ -644,7 +647,9 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             else:
                 k = min(16, r - 1)
             while True:
-                if isinstance(K_c, np.ndarray):
+                if isinstance(K_c, GramTriangle):
+                    lam, E = K_c.top_eigh(k)
+                elif isinstance(K_c, np.ndarray):
                     lam, E = top_eigh(K_c, k, check_symmetric=False)
                 else:                                   # a KernelOperator: K_c never stored
                     from .matfree import matfree_top_eigh
@@ -816,6 +821,18 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if K.shape != expected:
             raise ValueError(f"kernel(X, Y) must return shape {expected}, got {K.shape}")
         return K
+
+    def _gram_triangle(self, X: Array) -> GramTriangle:
+        """The training Gram matrix as one triangle (:mod:`mvkm._gram`): ``upper_gram`` for a
+        package kernel, one ``dsyrk`` for a feature map; another callable's whole matrix,
+        checked for symmetry."""
+        if self.feature_map_ is not None:
+            F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            return features_triangle(F)
+        kernel = Linear() if self.kernel is None else self.kernel
+        if isinstance(kernel, Kernel):
+            return kernel_triangle(kernel, X)
+        return GramTriangle(np.ascontiguousarray(check_symmetric(self._gram(X, None), "K")))
 
     def _check_X(self, X: ArrayLike) -> Array:
         check_is_fitted(self, "sigma2_")

@@ -44,7 +44,8 @@ from .covariance import (
     map_rows,
 )
 from .features import Identity
-from .kernels import Kernel, Linear, _center_test_rows, center_gram, uncenter_kernel_values
+from ._gram import kernel_triangle, upper_sum
+from .kernels import Kernel, Linear, _center_test_rows, uncenter_kernel_values
 from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
 from .preimage import kernel_smoother
 
@@ -590,23 +591,37 @@ class MultiViewRKM(BaseEstimator):
         self._UtU = [Uv.T @ Uv for Uv in self.U_]
 
     def _fit_dual(self, s: int, n: int) -> None:
+        """Algorithm 2 on K = sum_v K_v,c, stored compactly (:mod:`mvkm._gram`).
+
+        Each kernel view's Gram matrix is built once, upper triangle only, and
+        centred implicitly; the explicit views add Phi_c Phi_c^T by ``dsyrk``;
+        the solver reads the triangle of the sum (one ``dsymv`` per Lanczos
+        product), as :func:`mvkm.linalg.kernel_top_eigh` does. One triangle per
+        kernel view, plus one for the sum when there is more than one term.
+        """
         if self._matrix_free(n):
             return self._fit_dual_matrix_free(s, n)
-        K = np.zeros((n, n))
-        grams = []
-        for v in range(self.n_views_):
-            if self._kinds[v] == "map":
-                Kc = self._Phi_c[v] @ self._Phi_c[v].T
-            else:
-                Kv = self._kernels[v](self._X_fit[v])
-                self._kernel_means[v] = Kv.mean(axis=0)
-                Kc = center_gram(Kv, copy=False)
-            grams.append(Kc)
-            K += Kc
-        H, Gamma = self._solve(K, s)
+        V = self.n_views_
+        tris: list[Any] = [None] * V
+        for v in range(V):
+            if self._kinds[v] == "kernel":
+                tris[v] = kernel_triangle(self._kernels[v], self._X_fit[v])
+                self._kernel_means[v] = tris[v].row_means
+        kernel_tris = [T for T in tris if T is not None]
+        features = [P for P in self._Phi_c if P is not None]
+        total = (kernel_tris[0] if len(kernel_tris) == 1 and not features
+                 else upper_sum(kernel_tris, features, n=n))
+        if self.solver == "eig":
+            lam, H = total.top_eigh(s, random_state=0 if self.random_state is None
+                                    else self.random_state)
+            Gamma = np.diag(lam)
+        else:
+            H, Gamma = self._solve(total.dense(), s)
+        del total
         self.H_ = H
         self.Gamma_ = Gamma
-        KH = [Kc @ H for Kc in grams]
+        KH = [tris[v].matmat(H) if tris[v] is not None else P @ (P.T @ H)
+              for v, P in enumerate(self._Phi_c)]
         self._UtU = [H.T @ KvH for KvH in KH]                  # U_v^T U_v = H^T K_v H
         # K_v H for the kernel views (eq. (16)) and Phi_v^T H (= U_v by eq. (5)) for the
         # explicit ones: every prediction needs them
