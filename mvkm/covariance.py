@@ -274,14 +274,14 @@ def float32_shifts(maps: Sequence[Any], chunks: Sequence[Any]) -> list[_Shift]:
 
     Features cast to float32 before they are centred lose every digit of their
     spread once their mean dominates it (the cast rounds to
-    :math:`\epsilon_{32}\,|ar\phi|`): identity features of ``1e8 + Z`` keep
+    :math:`\epsilon_{32}\,|\bar\phi|`): identity features of ``1e8 + Z`` keep
     nothing of ``Z``. Subtracting, in float64, a vector close to the mean (the
     first chunk's) before the cast leaves float32 numbers of the size of the
     spread, so the documented :math:`\sqrt b\,\epsilon_{32}` bound holds for any
     mean. For random Fourier features the inputs are shifted by their first
     chunk's mean :math:`c` and the phases become
-    :math:`b + \Omega^	op c mod 2\pi` (computed in float64): the same cosines,
-    without a float32 phase of the size of :math:`\Omega^	op x`. The shift is
+    :math:`b + \Omega^\top c \bmod 2\pi` (computed in float64): the same cosines,
+    without a float32 phase of the size of :math:`\Omega^\top x`. The shift is
     added back to the mean; the scatter does not depend on it.
     """
     from .features import Identity, RandomFourierFeatures

@@ -92,7 +92,14 @@ from .covariance import (
     progress_bar,
 )
 from .features import Identity
-from ._gram import GramTriangle, features_triangle, kernel_triangle
+from ._gram import (
+    GramTriangle,
+    dense_dual_bytes,
+    features_triangle,
+    gib,
+    kernel_triangle,
+    memory_verdict,
+)
 from .kernels import Kernel, Linear, Polynomial, _center_test_rows, center_gram, uncenter_kernel_values
 from .linalg import flip_signs, sign_convention, top_eigh
 from .preimage import kernel_smoother, stable_kernel_smoother
@@ -201,8 +208,13 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         the ``N x N`` kernel matrix; its top ``q`` eigenpairs come from
         :func:`mvkm.matfree.matfree_top_eigh` (tiles recomputed per product,
         memory :math:`O(N(d + q))`, on ``device`` if given), the trace and the
-        row means from one pass. ``"auto"``: ``"none"`` when the matrix would
-        exceed 4 GiB (``N`` above about 23,000) or a ``device`` is given.
+        row means from one pass. ``"dense"`` builds the upper triangle of the
+        matrix once and centres it inside the eigensolver's products, as
+        :func:`mvkm.linalg.kernel_top_eigh` does. ``"auto"``: ``"none"`` when
+        the matrix would exceed 4 GiB (``N`` above about 23,000), when a
+        ``device`` is given, or when the triangle's estimated memory exceeds
+        90 % of the available memory; ``"dense"`` then raises a ``MemoryError``
+        giving the estimate.
         ``K_fit_``, ``eigenvalues_``, ``B_`` and :meth:`sample` still form it on use.
 
     Attributes
@@ -401,19 +413,41 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
                 or is_dask_array(X))
 
     def _matrix_free(self, N: int) -> bool:
-        """Whether the dual leaves K unstored: a kernel (not a feature map), N > DENSE_MAX_N."""
-        if self.feature_map_ is not None or N <= DENSE_MAX_N or self.kernel_storage == "dense":
+        """Whether the dual leaves K unstored: a kernel (not a feature map), N > DENSE_MAX_N.
+
+        ``"auto"`` also when the dense route's estimated memory (one triangle,
+        :func:`mvkm._gram.dense_dual_bytes`) exceeds 90 % of the available
+        memory; ``"dense"`` then raises a ``MemoryError`` with the estimate.
+        """
+        if self.feature_map_ is not None or N <= DENSE_MAX_N:
             return False
-        from .matfree import _check_kernel
+        kernel = Linear() if self.kernel is None else self.kernel
+        wanted = self.kernel_storage == "none" or (self.kernel_storage == "auto" and (
+            self.device is not None or 8.0 * N * N > 4 * 2**30))
+        short = None
+        if not wanted:
+            need = dense_dual_bytes(N, [kernel])
+            fits, avail = memory_verdict(need)
+            if fits:
+                return False
+            short = MemoryError(
+                f"the dense dual needs about {gib(need)} for its kernel matrix (N = {N}) "
+                f"but {gib(avail)} of memory is available: use kernel_storage='none' (the "
+                "matrix-free route, for an mvkm kernel) or formulation='primal' with an "
+                "explicit feature_map")
+            if self.kernel_storage == "dense":
+                raise short
+        from .matfree import _check_kernel               # imports torch: only when needed
 
         try:
-            _check_kernel(Linear() if self.kernel is None else self.kernel)
+            _check_kernel(kernel)
         except TypeError:
             if self.kernel_storage == "none":
                 raise
+            if short is not None:
+                raise short from None
             return False
-        return (self.kernel_storage == "none" or self.device is not None
-                or 8.0 * N * N > 4 * 2**30)
+        return True
 
     def _fit(self, X: ArrayLike) -> "KernelPPCA":
         streamed = self._streamed(X)

@@ -113,3 +113,63 @@ def test_kpls_lanczos_route_on_triangles_equals_the_dense_route():
     for a, b in zip(fast.dual_coef_, dense.dual_coef_):
         assert np.allclose(a, b, atol=1e-7 * scale)
     assert np.allclose(fast.explained_variance_ratio_, dense.explained_variance_ratio_, rtol=1e-10)
+
+
+# ---------------------------------------------------------------- the memory guard (issue 21, item 10)
+def _scarce(monkeypatch, nbytes: int = 10**6) -> None:
+    import mvkm._gram
+
+    monkeypatch.setattr(mvkm._gram, "available_memory", lambda: nbytes)
+
+
+def test_rkm_auto_takes_the_matrix_free_route_when_memory_is_short(monkeypatch):
+    X, Y, _ = _data(400)
+    dense = MultiViewRKM(3, kernels=[RBF(1.5), RBF(1.0)]).fit([X, Y])
+    _scarce(monkeypatch)                       # 1 MB: the dense route needs about 2.6 MB
+    calls = []
+    real = MultiViewRKM._fit_dual_matrix_free
+    monkeypatch.setattr(MultiViewRKM, "_fit_dual_matrix_free",
+                        lambda self, s, n: calls.append(n) or real(self, s, n))
+    model = MultiViewRKM(3, kernels=[RBF(1.5), RBF(1.0)]).fit([X, Y])
+    assert calls == [400]
+    assert np.allclose(model.eigenvalues_, dense.eigenvalues_, rtol=1e-8)
+
+
+@pytest.mark.parametrize("kwargs", [{"kernel_storage": "dense"},
+                                    {"solver": "stiefel", "random_state": 0}])
+def test_rkm_dense_dual_that_does_not_fit_is_a_clear_error(monkeypatch, kwargs):
+    X, Y, _ = _data(400)
+    _scarce(monkeypatch)
+    with pytest.raises(MemoryError, match=r"needs about .* GiB .* kernel_storage='none'.*primal"):
+        MultiViewRKM(3, kernels=[RBF(1.5), RBF(1.0)], **kwargs).fit([X, Y])
+    assert not hasattr(MultiViewRKM(3), "H_")
+
+
+def test_kernel_ppca_memory_guard(monkeypatch):
+    X, _, _ = _data(2100)                     # above DENSE_MAX_N
+    _scarce(monkeypatch)
+    with pytest.raises(MemoryError, match=r"needs about .* GiB .* kernel_storage='none'"):
+        KernelPPCA(2, kernel=RBF(1.5), kernel_storage="dense").fit(X)
+    calls = []
+    import mvkm.matfree
+
+    real = mvkm.matfree.matfree_top_eigh
+    monkeypatch.setattr(mvkm.matfree, "matfree_top_eigh",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    auto = KernelPPCA(2, kernel=RBF(1.5)).fit(X)
+    assert calls == [1]
+    monkeypatch.undo()
+    ref = KernelPPCA(2, kernel=RBF(1.5)).fit(X)
+    assert np.allclose(auto._lam_q, ref._lam_q, rtol=1e-8)
+
+
+def test_dense_dual_estimate():
+    from mvkm._gram import dense_dual_bytes, triangle_bytes
+
+    n = 10_000
+    assert triangle_bytes(n) < 0.53 * 8 * n * n
+    one = dense_dual_bytes(n, [RBF(1.0)])
+    assert one == triangle_bytes(n)                               # the triangle, nothing else
+    two = dense_dual_bytes(n, [RBF(1.0), Polynomial(2)])          # + a full matrix + the sum
+    assert two == triangle_bytes(n) + 8.0 * n * n + triangle_bytes(n)
+    assert dense_dual_bytes(n, [RBF(1.0)], dense_copy=True) == one + 8.0 * n * n
