@@ -207,7 +207,7 @@ class FeatureMoments:
 # ---------------------------------------------------------------- chunk features
 def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "float64", *,
                    out: NDArray[Any] | None = None, scaled: bool = True,
-                   shifts: Sequence["_Shift"] | None = None) -> NDArray[Any]:
+                   shifts: Sequence["_Shift"] | None = None, raw: bool = False) -> NDArray[Any]:
     r"""The stacked features ``[phi_1(X_1) | ... | phi_V(X_V)]`` of one chunk of rows.
 
     A ``b x D`` array in Fortran (column-major) order (float64, or float32
@@ -230,6 +230,11 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
     subtract a float64 vector from each view before the cast to ``dtype``:
     from the features of identity and other maps, and from the inputs of random
     Fourier features (the phases absorb it, so the features are unchanged).
+
+    ``raw=True`` writes, for a :class:`~mvkm.features.Nystrom` map, the raw
+    kernel rows :math:`K(X, L)` (``b x m``) instead of its features
+    :math:`K(X, L) N`: the caller applies :math:`N` to the reduced result
+    (:func:`raw_transforms`), which saves the ``b m r`` product per chunk.
     """
     from .features import RandomFourierFeatures
 
@@ -238,7 +243,8 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
     want = np.float32 if dtype == "float32" else np.float64
     Xs = [np.asarray(X) for X in chunks]
     dims = [fm.n_features_out_ if isinstance(fm, RandomFourierFeatures) else None for fm in maps]
-    parts: list[Any] = [None if D else np.asarray(fm.transform(X))
+    parts: list[Any] = [None if D else np.asarray(_raw_rows(fm, X) if raw and _is_nystrom(fm)
+                                                  else fm.transform(X))
                         for fm, X, D in zip(maps, Xs, dims)]
     widths = [D if D else p.shape[1] for D, p in zip(dims, parts)]
     shape = (b, sum(widths))
@@ -259,6 +265,40 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
     return F
 
 
+def _is_nystrom(fm: Any) -> bool:
+    from .features import Nystrom
+
+    return isinstance(fm, Nystrom)
+
+
+def _raw_rows(fm: Any, X: Any) -> Array:
+    """A Nystrom map's raw kernel rows K(X, L) (its features are K(X, L) N)."""
+    return np.asarray(fm._kernel()(np.asarray(X, dtype=np.float64), fm.landmarks_),
+                      dtype=np.float64)
+
+
+def raw_dims(maps: Sequence[Any], dims: Sequence[int]) -> list[int]:
+    """The widths of ``chunk_features(..., raw=True)``: m for a Nystrom map, D_v otherwise."""
+    return [int(fm.landmarks_.shape[0]) if _is_nystrom(fm) else int(d)
+            for fm, d in zip(maps, dims)]
+
+
+def raw_transforms(maps: Sequence[Any]) -> list[Array | None]:
+    """Per view, the matrix N (m x r) that maps raw Nystrom rows to features; None otherwise."""
+    return [fm.normalization_ if _is_nystrom(fm) else None for fm in maps]
+
+
+def _block_transform(Ts: Sequence[Array | None], dims: Sequence[int],
+                     dims_raw: Sequence[int]) -> Array:
+    """The block-diagonal (D_raw x D) matrix with N_v (or the identity) on its diagonal."""
+    T = np.zeros((int(sum(dims_raw)), int(sum(dims))))
+    r0 = c0 = 0
+    for Tv, d, dr in zip(Ts, dims, dims_raw):
+        T[r0:r0 + dr, c0:c0 + d] = np.eye(d) if Tv is None else Tv
+        r0, c0 = r0 + dr, c0 + d
+    return T
+
+
 @dataclass
 class _Shift:
     """A float64 vector subtracted from one view before the cast to float32: from its
@@ -269,7 +309,7 @@ class _Shift:
     inputs: Array | None = None
 
 
-def float32_shifts(maps: Sequence[Any], chunks: Sequence[Any]) -> list[_Shift]:
+def float32_shifts(maps: Sequence[Any], chunks: Sequence[Any], raw: bool = False) -> list[_Shift]:
     r"""The shifts of a float32 reduction: the means of the first chunk, in float64.
 
     Features cast to float32 before they are centred lose every digit of their
@@ -293,6 +333,8 @@ def float32_shifts(maps: Sequence[Any], chunks: Sequence[Any]) -> list[_Shift]:
             out.append(_Shift(inputs=X.mean(axis=0)))
         elif isinstance(fm, Identity):
             out.append(_Shift(features=X.mean(axis=0)))
+        elif raw and _is_nystrom(fm):
+            out.append(_Shift(features=_raw_rows(fm, X).mean(axis=0)))
         else:
             out.append(_Shift(features=np.asarray(fm.transform(X), dtype=np.float64).mean(axis=0)))
     return out
@@ -331,8 +373,15 @@ def features_times(maps: Sequence[Any], chunks: Sequence[Any], A: Array, *,
     """
     import torch
 
-    F = chunk_features(maps, chunks, out=out, scaled=False)
-    c = column_scales(maps, _feature_dims(maps, chunks))
+    dims = _feature_dims(maps, chunks)
+    Ts = raw_transforms(maps)
+    if any(T is not None for T in Ts):
+        # Nystrom views: K(X, L) (N A_v), the m x k matrix N A_v formed once (m r k)
+        # instead of the features K(X, L) N (b m r per chunk)
+        A = _block_transform(Ts, dims, raw_dims(maps, dims)) @ A
+        dims = raw_dims(maps, dims)
+    F = chunk_features(maps, chunks, out=out, scaled=False, raw=True)
+    c = column_scales(maps, dims)
     AcT = np.ascontiguousarray((A * c[:, None]).T)
     # (A^T F^T)^T: F^T is C-ordered, which torch's BLAS reads 3x faster than F (measured)
     return torch.mm(torch.from_numpy(AcT), torch.from_numpy(F).T).numpy().T
@@ -443,9 +492,17 @@ class _NumpyAccumulator:
     """
 
     def __init__(self, maps: Sequence[Any], dims: Sequence[int], dtype: str,
-                 shift: Array | None = None) -> None:
+                 shift: Array | None = None, out_dims: Sequence[int] | None = None) -> None:
         D = int(sum(dims))
         self.shift = shift                              # added back to the mean (float32 shifts)
+        # raw Nystrom columns: K(X, L), mapped by N at the end (raw_transforms)
+        self.Ts = raw_transforms(maps) if out_dims is not None else [None] * len(maps)
+        self.out_dims = list(out_dims) if out_dims is not None else [int(d) for d in dims]
+        self.norm_shift = None if shift is None else shift.copy()   # for the row norms
+        if shift is not None:
+            for T, lo, hi in zip(self.Ts, np.cumsum([0] + list(dims))[:-1], np.cumsum(dims)):
+                if T is not None:
+                    self.norm_shift[lo:hi] = 0.0
         self.n = 0
         self.mean = np.zeros(D)
         self.S = np.zeros((D, D), order="F")           # upper triangle in use
@@ -456,7 +513,8 @@ class _NumpyAccumulator:
         self.bounds = np.cumsum([0] + [int(d) for d in dims])
         self.cross: list[Array] = []
 
-    def add(self, F: NDArray[Any], i0: int) -> None:
+    def add(self, F: NDArray[Any], i0: int, extra_sq: Array | None = None) -> None:
+        """Add one chunk; ``extra_sq``: squared feature norms of the raw (Nystrom) views."""
         import torch
 
         b = F.shape[0]
@@ -466,13 +524,15 @@ class _NumpyAccumulator:
             raise ValueError(
                 f"the features of rows {i0}.. are not finite (NaN or inf): check the views "
                 "and the feature maps")
-        rowsq = np.zeros(b)
+        rowsq = np.zeros(b) if extra_sq is None else np.array(extra_sq, dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):   # overflow: reported by result()
-            for c, lo, hi in zip(self.scale, self.bounds[:-1], self.bounds[1:]):
-                Fv = F[:, lo:hi]
-                rowsq += (c * c) * np.einsum("ij,ij->i", Fv, Fv)
-            if self.shift is not None:       # |F_i + c|^2 (the shift is 0 on the scaled views)
-                rowsq += 2.0 * (F @ self.shift.astype(F.dtype)) + float(self.shift @ self.shift)
+            for c, lo, hi, Nv in zip(self.scale, self.bounds[:-1], self.bounds[1:], self.Ts):
+                if Nv is None:
+                    Fv = F[:, lo:hi]
+                    rowsq += (c * c) * np.einsum("ij,ij->i", Fv, Fv)
+            if self.norm_shift is not None:  # |F_i + c|^2 (the shift is 0 on the scaled views)
+                sh = self.norm_shift
+                rowsq += 2.0 * (F @ sh.astype(F.dtype)) + float(sh @ sh)
         self.maxsq = max(self.maxsq, float(rowsq.max()))
         T.sub_(torch.from_numpy(mean_b.astype(F.dtype)))   # F is chunk_features' own buffer
         if self.single:
@@ -504,8 +564,14 @@ class _NumpyAccumulator:
             S *= self.col[None, :]
             mean = mean * self.col
         _symmetrize_upper(S)
+        if any(T is not None for T in self.Ts):
+            # the scatter of K(X, L) N is N^T (scatter of K(X, L)) N: m^3 once, not b m r per chunk
+            T = _block_transform(self.Ts, self.out_dims, list(np.diff(self.bounds)))
+            S = np.asfortranarray(T.T @ (S @ T))
+            S = 0.5 * (S + S.T)
+            mean = T.T @ mean
         # S is symmetric and Fortran-ordered: its transpose is the C-ordered matrix, no copy
-        return FeatureMoments(self.n, mean, S.T, dims, self.maxsq)
+        return FeatureMoments(self.n, mean, np.ascontiguousarray(S.T), dims, self.maxsq)
 
 
 def _symmetrize_upper(S: NDArray[Any], block: int = 256) -> None:
@@ -601,7 +667,7 @@ def aligned_blocks(views: Sequence[Any]) -> tuple[list[list[Any]], tuple[int, ..
 
 def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: int | None = None,
                     device: Any = None, dtype: str = "float64", progress: bool | None = None,
-                    split_every: int = 4) -> FeatureMoments:
+                    split_every: int = 4, nystrom_raw: bool = False) -> FeatureMoments:
     r"""Means and scatter :math:`\Phi_c^\top\Phi_c` of the stacked features, streamed.
 
     Parameters
@@ -628,6 +694,18 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
         lasts over 5 seconds (see :func:`progress_bar`).
     split_every : int, default=4
         Fan-in of the Dask tree reduction.
+    nystrom_raw : bool, default=False
+        numpy, float64: reduce a :class:`~mvkm.features.Nystrom` view as its
+        raw kernel rows :math:`K(X, L)` and map the result once,
+        :math:`S = N^\top S_{\mathrm{raw}} N` (:math:`m^3`), instead of
+        forming the features :math:`K(X, L)N` chunk by chunk (:math:`n m r`
+        multiply-adds saved, the largest cost of the pass). The leading
+        eigenvalues of :math:`S` are unchanged to round-off, but the entries
+        along the smallest eigenvalues of :math:`K_{mm}` carry an error of
+        order :math:`\epsilon\,\|S_{\mathrm{raw}}\|\,\|N\|^2` (about
+        :math:`10^{-8}\|S\|`), so it is for models that use the top of the
+        spectrum only (the streamed :class:`~mvkm.rkm.MultiViewRKM`), not for a
+        full-spectrum rank or trace.
 
     Returns
     -------
@@ -672,20 +750,26 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     dims = _feature_dims(maps, Xs)
     D = int(sum(dims))
     bs = batch_size or default_batch_size(D)
+    # numpy: Nystrom views reduced as raw kernel rows K(X, L), N applied once at the end
+    raw = (nystrom_raw and device is None and dtype == "float64"
+           and any(_is_nystrom(fm) for fm in maps))
+    wdims = raw_dims(maps, dims) if raw else dims
     # float32: subtract a float64 shift (the first chunk's means) before the cast
-    shifts = float32_shifts(maps, [X[:bs] for X in Xs]) if dtype == "float32" else None
-    shift = _feature_shift(shifts, dims) if shifts is not None else None
-    acc: Any = (_NumpyAccumulator(maps, dims, dtype, shift) if device is None
-                else _TorchAccumulator(D, device, dtype, shift))
+    shifts = float32_shifts(maps, [X[:bs] for X in Xs], raw) if dtype == "float32" else None
+    shift = _feature_shift(shifts, wdims) if shifts is not None else None
+    acc: Any = (_NumpyAccumulator(maps, wdims, dtype, shift, dims if raw else None)
+                if device is None else _TorchAccumulator(D, device, dtype, shift))
     bar = progress_bar(n, "feature moments", progress)
     # one workspace for every chunk, the last (smaller) one included
-    work = np.empty(min(bs, n) * D, dtype=np.float32 if dtype == "float32" else np.float64)
+    work = np.empty(min(bs, n) * int(sum(wdims)),
+                    dtype=np.float32 if dtype == "float32" else np.float64)
     try:
         for sl in iter_row_chunks(n, bs):
             chunks = [X[sl] for X in Xs]
             if device is None:
                 acc.add(chunk_features(maps, chunks, dtype, out=work, scaled=False,
-                                       shifts=shifts), sl.start)
+                                       shifts=shifts, raw=raw), sl.start,
+                        _nystrom_sq_norms(maps, chunks) if raw else None)
             else:
                 F = _features_torch(maps, chunks, device, dtype, shifts)
                 _check_chunk(F, sl.start)
@@ -696,6 +780,28 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
         if bar is not None:
             bar.close()
     return _checked_result(acc.result(dims), dtype)
+
+
+def _nystrom_sq_norms(maps: Sequence[Any], chunks: Sequence[Any]) -> Array:
+    r"""An upper bound of the squared feature norms of the Nystrom views, per row.
+
+    :math:`\|N^	op k_L(x)\|^2 = k_L(x)^	op K_{mm}^{+} k_L(x) \le k(x, x)` (the
+    Schur complement of a positive semi-definite Gram matrix), so the kernel's
+    diagonal bounds them without the ``b m r`` product; it is what
+    ``max_sq_norm`` (the scale of round-off in rank decisions) needs. A kernel
+    without ``diag`` gets the exact norms.
+    """
+    b = int(chunks[0].shape[0])
+    out = np.zeros(b)
+    for fm, X in zip(maps, chunks):
+        if _is_nystrom(fm):
+            diag = getattr(fm._kernel(), "diag", None)
+            if diag is not None:
+                out += np.asarray(diag(np.asarray(X, dtype=np.float64)), dtype=np.float64)
+            else:
+                P = np.asarray(fm.transform(X))
+                out += np.einsum("ij,ij->i", P, P)
+    return out
 
 
 def _checked_result(m: FeatureMoments, dtype: str) -> FeatureMoments:

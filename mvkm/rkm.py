@@ -511,8 +511,9 @@ class MultiViewRKM(BaseEstimator):
                 self._kernels[v] = obj
         explicit = all(kind == "map" for kind in self._kinds)
         if streamed:
+            # the top s eigenpairs only: Nystrom views reduced as raw kernel rows (one n m^2 pass)
             moments = feature_moments(Xs, self._maps, batch_size=self.batch_size, device=self.device,
-                                      dtype=self.dtype, progress=self.progress)
+                                      dtype=self.dtype, progress=self.progress, nystrom_raw=True)
             self._feature_means = moments.view_means()
             self.feature_dims_ = list(moments.dims)
         elif explicit:

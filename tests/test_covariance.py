@@ -346,3 +346,26 @@ def test_ppca_dual_without_stored_kernel_equals_the_dense_dual():
     assert np.allclose(model.A_, ref.A_, atol=1e-10)
     assert np.allclose(model.transform(X[:10]), ref.transform(X[:10]), atol=1e-9)
     assert np.allclose(model.score_samples(X[:5]), ref.score_samples(X[:5]), rtol=1e-9)
+
+
+def test_nystrom_raw_reduction_and_folded_second_pass():
+    # issue 25, item 2: the scatter of the raw K(X, L) mapped by N once equals the scatter of
+    # the features K(X, L) N on its leading eigenvalues (round-off), and features_times folds N
+    # into the m x k matrix: the same product as the features times A
+    from mvkm.covariance import features_times
+
+    X, Y = _views(3000)
+    maps = [Nystrom(RBF(2.0), 300, random_state=0).fit(X), Identity().fit(Y)]
+    mean, S, exact = _in_memory([X, Y], maps)
+    Phi = np.hstack([m.transform(Z) for m, Z in zip(maps, [X, Y])])
+    raw = feature_moments([X, Y], maps, batch_size=700, nystrom_raw=True)
+    lam = np.sort(np.linalg.eigvalsh(raw.scatter))[::-1][:10]
+    lam_ref = np.sort(np.linalg.eigvalsh(S))[::-1][:10]
+    assert np.allclose(lam, lam_ref, rtol=1e-11)
+    assert np.allclose(raw.mean, mean, rtol=0, atol=1e-12)
+    assert raw.dims == [maps[0].n_features_out_, 2]
+    # max_sq_norm: the Nystrom part bounded by k(x, x) = 1, the identity part exact
+    assert exact <= raw.max_sq_norm <= exact + 1.0
+    A = np.random.default_rng(1).normal(size=(Phi.shape[1], 4))
+    assert np.allclose(features_times(maps, [X[:500], Y[:500]], A), Phi[:500] @ A,
+                       rtol=0, atol=1e-9 * np.abs(Phi[:500] @ A).max())
