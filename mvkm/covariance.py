@@ -519,7 +519,12 @@ class _NumpyAccumulator:
 
         b = F.shape[0]
         T = torch.from_numpy(F)
-        mean_b = T.sum(dim=0, dtype=torch.float64).numpy() / b     # multi-threaded
+        if self.single:
+            # numpy's float64-accumulated column sums of a Fortran-ordered float32 block:
+            # 5x faster than torch's (measured 0.017 s against 0.09 s for 8192 x 2001)
+            mean_b = F.sum(axis=0, dtype=np.float64) / b
+        else:
+            mean_b = T.sum(dim=0, dtype=torch.float64).numpy() / b     # multi-threaded
         if not np.isfinite(mean_b).all():               # a NaN or inf anywhere reaches its column sum
             raise ValueError(
                 f"the features of rows {i0}.. are not finite (NaN or inf): check the views "
