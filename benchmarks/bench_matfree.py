@@ -5,6 +5,7 @@ Run from the repository root::
     python benchmarks/bench_matfree.py            # n = 5000 exact check + n = 100000 (minutes)
     python benchmarks/bench_matfree.py --quick    # n = 1500 and n = 8000, a smoke run
     python benchmarks/bench_matfree.py --no-float32 --threads 2
+    python benchmarks/bench_matfree.py --crossover 5000 10000 20000   # against kernel_top_eigh
 
 Data: ``X = numpy.random.default_rng(0).standard_normal((n, 10))``, kernel
 ``RBF(3.0)`` (about the median heuristic), centred, top ``s = 10``.
@@ -137,6 +138,33 @@ def exact_check(n: int) -> dict:
                 vec_err=float(np.max(np.abs(V - V_d))), lam=lam, lam_d=lam_d)
 
 
+def crossover(sizes: list[int], repeats: int = 1) -> list[dict]:
+    """``matfree_top_eigh`` against ``kernel_top_eigh`` (the stored upper triangle, the
+    package's fastest route while the matrix fits), interleaved, wall and CPU time."""
+    from mvkm.linalg import kernel_top_eigh
+
+    rows = []
+    for n in sizes:
+        X = make_data(n)
+        t = {"mf": [], "kte": [], "mf_cpu": [], "kte_cpu": []}
+        for r in range(repeats):
+            for name in (("mf", "kte") if r % 2 == 0 else ("kte", "mf")):
+                t0, c0 = time.perf_counter(), time.process_time()
+                if name == "mf":
+                    lam_mf = matfree_top_eigh(X, RBF(SIGMA), S)[0]
+                else:
+                    lam_k = kernel_top_eigh(RBF(SIGMA), X, S)[0]
+                t[name].append(time.perf_counter() - t0)
+                t[name + "_cpu"].append(time.process_time() - c0)
+        rows.append(dict(n=n, **{k: min(v) for k, v in t.items()},
+                         err=float(np.max(np.abs(lam_mf / lam_k - 1.0)))))
+        r = rows[-1]
+        print(f"| {n} | {r['kte']:.2f} ({r['kte_cpu']:.2f}) | {r['mf']:.2f} ({r['mf_cpu']:.2f}) | "
+              f"{r['mf'] / r['kte']:.2f} ({r['mf_cpu'] / r['kte_cpu']:.2f}) | {r['err']:.1e} |",
+              flush=True)
+    return rows
+
+
 def large_run(n: int, dtype: torch.dtype) -> dict:
     X = make_data(n)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -162,6 +190,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch/BLAS threads (default 2)")
     parser.add_argument("--no-float32", action="store_true", help="skip the float32-tile run")
     parser.add_argument("--no-exact", action="store_true", help="skip the dense comparison")
+    parser.add_argument("--crossover", type=int, nargs="*", default=None,
+                        help="only time matfree_top_eigh against kernel_top_eigh at these n "
+                             "(default 5000 10000 20000)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     try:
@@ -170,6 +201,16 @@ def main() -> None:
         threadpool_limits(args.threads)
     except ImportError:  # pragma: no cover
         pass
+    if args.crossover is not None:
+        sizes = args.crossover or [5000, 10000, 20000]
+        print(f"# matfree_top_eigh against kernel_top_eigh ({args.threads} threads, RBF({SIGMA}), "
+              f"d = {D_FEATURES}, top {S}; load average {os.getloadavg()[0]:.1f})\n")
+        print("| n | kernel_top_eigh s (CPU s) | matfree s (CPU s) | matfree / kte (CPU) "
+              "| max rel. eigenvalue difference |")
+        print("|---|---|---|---|---|")
+        crossover(sizes)
+        print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+        return
     n_exact, n_big, m, D = (1500, 8000, 500, 1000) if args.quick else (5000, 100_000, 2000, 4000)
     print(f"# mvkm.matfree benchmark ({platform.processor() or platform.machine()}, "
           f"torch {torch.__version__}, {args.threads} threads, RBF(sigma={SIGMA}), d = "

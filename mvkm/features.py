@@ -123,12 +123,25 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Map ``X`` (n, d) to features (n, n_features)."""
+        r"""Map ``X`` (n, d) to features (n, n_features).
+
+        Raises
+        ------
+        ValueError
+            If a phase :math:`\omega^\top x + b` overflows float64 (inputs of
+            size about 1e308 / max|omega|): its cosine would be NaN.
+        """
         _check_fitted(self, "omega_")
         X = check_array(X, "X")
         _check_n_features(self, X)
-        Z = X @ self.omega_
-        Z += self.offset_
+        with np.errstate(over="ignore", invalid="ignore"):
+            Z = X @ self.omega_
+            Z += self.offset_
+        if not np.isfinite(Z).all():
+            raise ValueError(
+                f"the random Fourier phases X @ omega_ + offset_ overflow float64 (max|X| = "
+                f"{float(np.max(np.abs(X))):.3g}): their cosines are undefined; rescale X "
+                "(and sigma with it)")
         np.cos(Z, out=Z)
         Z *= np.sqrt(2.0 / self.n_features_out_)
         return Z

@@ -54,6 +54,7 @@ from .covariance import (
     is_dask_array,
     map_rows,
 )
+from ._gram import GramTriangle, kernel_triangle
 from .kernels import Kernel, Linear, _center_test_rows, center_gram
 from .linalg import ConvergenceWarning, psd_sqrt, sign_convention
 
@@ -73,6 +74,11 @@ def _offdiag_sum(x: NDArray[np.float64], V: int) -> NDArray[np.float64]:
     return (xs.sum(axis=0)[None] - xs).reshape(x.shape)
 
 
+def _full(K: Any) -> NDArray[np.float64]:
+    """A kernel block as a full array (a :class:`~mvkm._gram.GramTriangle` expanded)."""
+    return K.dense() if isinstance(K, GramTriangle) else K
+
+
 def _symmetric_form(Ks: list[NDArray[np.float64]]) -> tuple[list[NDArray[np.float64]], NDArray[np.float64]]:
     """``(R_v, S)``: the square roots of the kernels and :math:`S = R E R` (V N x V N, symmetric)."""
     V, N = len(Ks), Ks[0].shape[0]
@@ -88,7 +94,10 @@ def _symmetric_form(Ks: list[NDArray[np.float64]]) -> tuple[list[NDArray[np.floa
 
 
 def _times(K: NDArray[Any], x: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``K @ x`` in the precision of ``K`` (a float32 K is not copied to float64), as float64."""
+    """``K @ x`` in the precision of ``K`` (a float32 K is not copied to float64), as float64;
+    a :class:`~mvkm._gram.GramTriangle` multiplies from its triangle."""
+    if isinstance(K, GramTriangle):
+        return K @ x
     return np.asarray(K @ x.astype(K.dtype, copy=False), dtype=np.float64)
 
 
@@ -327,10 +336,18 @@ class MultiViewKPLS(BaseEstimator):
         self._positive_total = total
         return self
 
-    def _kernel_blocks(self, Xs: list[NDArray[np.float64]], kernels: list[Kernel]) -> list[NDArray[np.float64]]:
-        Ks = []
+    def _kernel_blocks(self, Xs: list[NDArray[np.float64]], kernels: list[Kernel], *,
+                       compact: bool = False) -> list[Any]:
+        """The (centred) kernel matrices; ``compact``: as :class:`~mvkm._gram.GramTriangle`
+        (one triangle per view, centred implicitly, the Lanczos route's products by ``dsymv``)."""
+        Ks: list[Any] = []
         self._train_means = []
         for v, (X, k) in enumerate(zip(Xs, kernels)):
+            if compact and not isinstance(k, str) and self.dtype != "float32":
+                T = gram_of_view(lambda A: kernel_triangle(k, A, center=self.center), X, f"views[{v}]")
+                self._train_means.append(T.row_means)
+                Ks.append(T)
+                continue
             if isinstance(k, str):                       # "precomputed": the view is K_v itself
                 K = check_symmetric(X, f"views[{v}]").copy()
             else:
@@ -364,11 +381,11 @@ class MultiViewKPLS(BaseEstimator):
 
     def _fit_dual(self, Xs, kernels):
         V, N = len(Xs), Xs[0].shape[0]
-        Ks = self._kernel_blocks(Xs, kernels)
         solver = self.solver
         if solver == "auto":
             solver = "dense" if (V * N <= _DENSE_MAX or not isinstance(self.n_components, Integral)) \
                 else "lanczos"
+        Ks = self._kernel_blocks(Xs, kernels, compact=solver == "lanczos")
         if solver == "dense":
             lam, alpha, total = self._dense(Ks)
         else:
@@ -380,11 +397,11 @@ class MultiViewKPLS(BaseEstimator):
                     f"Lanczos did not converge in {_lanczos_cap(int(self.n_components), V * N)} steps (the top of "
                     "the spectrum is (nearly) degenerate, e.g. kernels close to the identity): solving the "
                     "dense symmetric problem instead", ConvergenceWarning, stacklevel=3)
-                lam, alpha, total = self._dense(Ks)
+                lam, alpha, total = self._dense([_full(K) for K in Ks])
             else:
                 (lam, alpha), total = found, None
                 if V * N <= _DENSE_MAX:     # small: the whole spectrum costs what the dense route does
-                    mu = np.linalg.eigvalsh(_symmetric_form(Ks)[1])
+                    mu = np.linalg.eigvalsh(_symmetric_form([_full(K) for K in Ks])[1])
                     total = float(mu[mu > 0].sum())
         scores = np.vstack([_times(K, alpha[v * N:(v + 1) * N]) for v, K in enumerate(Ks)])
         # the kernel matrices are not kept (V N^2 numbers): the model stores O(N k) per view
@@ -424,9 +441,9 @@ class MultiViewKPLS(BaseEstimator):
                 Dp = Dp - Y @ c
             return p, Dp, float(p @ Dp)
 
-        scale = sum(float(np.trace(K)) for K in Ks)
+        scale = sum(K.trace() if isinstance(K, GramTriangle) else float(np.trace(K)) for K in Ks)
         # float32 kernels (dtype='float32') resolve residuals to about 1e-6 lambda_1, not below
-        tol = max(self.tol, 1e-5) if Ks[0].dtype == np.float32 else self.tol
+        tol = max(self.tol, 1e-5) if getattr(Ks[0], "dtype", None) == np.float32 else self.tol
         p, Dp, nrm2 = extend(_offdiag_sum(D(rng.standard_normal(n)), V))
         if nrm2 <= 0:
             raise ValueError("Omega is zero: every kernel matrix is zero")

@@ -93,7 +93,15 @@ from .covariance import (
     progress_bar,
 )
 from .features import Identity
-from .kernels import Linear, Polynomial, _center_test_rows, center_gram, uncenter_kernel_values
+from ._gram import (
+    GramTriangle,
+    dense_dual_bytes,
+    features_triangle,
+    gib,
+    kernel_triangle,
+    memory_verdict,
+)
+from .kernels import Kernel, Linear, Polynomial, _center_test_rows, center_gram, uncenter_kernel_values
 from .linalg import flip_signs, sign_convention, top_eigh
 from .preimage import kernel_smoother, stable_kernel_smoother
 
@@ -211,8 +219,13 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         the ``N x N`` kernel matrix; its top ``q`` eigenpairs come from
         :func:`mvkm.matfree.matfree_top_eigh` (tiles recomputed per product,
         memory :math:`O(N(d + q))`, on ``device`` if given), the trace and the
-        row means from one pass. ``"auto"``: ``"none"`` when the matrix would
-        exceed 4 GiB (``N`` above about 23,000) or a ``device`` is given.
+        row means from one pass. ``"dense"`` builds the upper triangle of the
+        matrix once and centres it inside the eigensolver's products, as
+        :func:`mvkm.linalg.kernel_top_eigh` does. ``"auto"``: ``"none"`` when
+        the matrix would exceed 4 GiB (``N`` above about 23,000), when a
+        ``device`` is given, or when the triangle's estimated memory exceeds
+        90 % of the available memory; ``"dense"`` then raises a ``MemoryError``
+        giving the estimate.
         ``K_fit_``, ``eigenvalues_``, ``B_`` and :meth:`sample` still form it on use.
 
     Attributes
@@ -413,18 +426,39 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
                 or is_dask_array(X))
 
     def _matrix_free(self, N: int) -> bool:
-        """Whether the dual leaves K unstored: a kernel (not a feature map), N > DENSE_MAX_N."""
-        if self.feature_map_ is not None or N <= DENSE_MAX_N or self.kernel_storage == "dense":
+        """Whether the dual leaves K unstored: a kernel (not a feature map), N > DENSE_MAX_N.
+
+        ``"auto"`` also when the dense route's estimated memory (one triangle,
+        :func:`mvkm._gram.dense_dual_bytes`) exceeds 90 % of the available
+        memory; ``"dense"`` then raises a ``MemoryError`` with the estimate.
+        """
+        if self.feature_map_ is not None or N <= DENSE_MAX_N:
             return False
-        if not (self.kernel_storage == "none" or self.device is not None or 8.0 * N * N > 4 * 2**30):
-            return False                     # dense: no need of mvkm.matfree (nor of torch)
-        from .matfree import _check_kernel
+        kernel = Linear() if self.kernel is None else self.kernel
+        wanted = self.kernel_storage == "none" or (self.kernel_storage == "auto" and (
+            self.device is not None or 8.0 * N * N > 4 * 2**30))
+        short = None
+        if not wanted:
+            need = dense_dual_bytes(N, [kernel])
+            fits, avail = memory_verdict(need)
+            if fits:
+                return False
+            short = MemoryError(
+                f"the dense dual needs about {gib(need)} for its kernel matrix (N = {N}) "
+                f"but {gib(avail)} of memory is available: use kernel_storage='none' (the "
+                "matrix-free route, for an mvkm kernel) or formulation='primal' with an "
+                "explicit feature_map")
+            if self.kernel_storage == "dense":
+                raise short
+        from .matfree import _check_kernel               # imports torch: only when needed
 
         try:
-            _check_kernel(Linear() if self.kernel is None else self.kernel)
+            _check_kernel(kernel)
         except TypeError:
             if self.kernel_storage == "none":
                 raise
+            if short is not None:
+                raise short from None
             return False
         return True
 
@@ -484,21 +518,23 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self.rank_ = self._generic_rank(X)
             self._trace = float(op.trace())
             self._fit_top(op)
-        else:
+        elif N <= DENSE_MAX_N:
             K = check_symmetric(self._gram(X, None), "K")
             self._diag_scale = float(np.mean(np.diagonal(K)))
             self._row_means = K.mean(axis=1)
             self._train_means = K.mean(axis=0)
             scale_diag = float(np.abs(np.diagonal(K)).max())
-            if N <= DENSE_MAX_N:
-                self._K_cache = K
-                self._fit_dense_spectrum(center_gram(K), scale_diag)
-                self._fit_top(None)
-            else:
-                K_c = center_gram(K, copy=False)        # in place: one n x n matrix in all
-                self.rank_ = self._generic_rank(X)
-                self._trace = float(np.trace(K_c))
-                self._fit_top(K_c)
+            self._K_cache = K
+            self._fit_dense_spectrum(center_gram(K), scale_diag)
+            self._fit_top(None)
+        else:
+            T = self._gram_triangle(X)              # one triangle, centred implicitly
+            self._diag_scale = float(np.mean(T.diagonal()))
+            self._row_means = T.row_means
+            self._train_means = T.row_means
+            self.rank_ = self._generic_rank(X)
+            self._trace = T.trace()
+            self._fit_top(T)
         q, N, r = self.n_components_, self.n_samples_, self.rank_
         lam_q = self._lam_q
         tail = self._tail
@@ -659,7 +695,9 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             else:
                 k = min(16, r - 1)
             while True:
-                if isinstance(K_c, np.ndarray):
+                if isinstance(K_c, GramTriangle):
+                    lam, E = K_c.top_eigh(k)
+                elif isinstance(K_c, np.ndarray):
                     lam, E = top_eigh(K_c, k, check_symmetric=False)
                 else:                                   # a KernelOperator: K_c never stored
                     from .matfree import matfree_top_eigh
@@ -853,6 +891,18 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if K.shape != expected:
             raise ValueError(f"kernel(X, Y) must return shape {expected}, got {K.shape}")
         return K
+
+    def _gram_triangle(self, X: Array) -> GramTriangle:
+        """The training Gram matrix as one triangle (:mod:`mvkm._gram`): ``upper_gram`` for a
+        package kernel, one ``dsyrk`` for a feature map; another callable's whole matrix,
+        checked for symmetry."""
+        if self.feature_map_ is not None:
+            F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
+            return features_triangle(F)
+        kernel = Linear() if self.kernel is None else self.kernel
+        if isinstance(kernel, Kernel):
+            return kernel_triangle(kernel, X)
+        return GramTriangle(np.ascontiguousarray(check_symmetric(self._gram(X, None), "K")))
 
     def _check_X(self, X: ArrayLike) -> Array:
         check_is_fitted(self, "sigma2_")

@@ -46,8 +46,16 @@ from .covariance import (
     map_rows,
 )
 from .features import Identity
-from .kernels import Kernel, Linear, _center_test_rows, center_gram, uncenter_kernel_values
-from .linalg import flip_signs, psd_sqrt, rotate_to_diagonal, top_eigh
+from ._gram import dense_dual_bytes, gib, kernel_triangle, memory_verdict, upper_sum
+from .kernels import Kernel, Linear, _center_test_rows, uncenter_kernel_values
+from .linalg import (
+    _AUTO_DENSE_FRACTION,
+    _AUTO_DENSE_MAX_N,
+    flip_signs,
+    psd_sqrt,
+    rotate_to_diagonal,
+    top_eigh,
+)
 from .preimage import kernel_smoother
 
 __all__ = ["MultiViewRKM", "choose_algorithm"]
@@ -271,9 +279,15 @@ class MultiViewRKM(BaseEstimator):
         tile by tile (:class:`mvkm.matfree.KernelOperator`, memory
         :math:`O(n(d + s))`, on ``device`` if given) inside a block subspace
         iteration (:func:`mvkm.matfree.matfree_top_eigh` for one kernel view,
-        with a Nystrom warm start). ``"auto"``: ``"none"`` when one ``n x n``
-        float64 matrix would exceed 4 GiB (``n`` above about 23,000) or a
-        ``device`` is given, else ``"dense"``. Only ``solver="eig"``.
+        with a Nystrom warm start). ``"dense"`` keeps the upper triangle of
+        each kernel view's matrix (and of their sum) and centres implicitly,
+        as :func:`mvkm.linalg.kernel_top_eigh` does (:mod:`mvkm._gram`).
+        ``"auto"``: ``"none"`` when one ``n x n`` float64 matrix would exceed
+        4 GiB (``n`` above about 23,000), when a ``device`` is given, or when
+        the dense route's estimated peak memory exceeds 90 % of the available
+        memory; else ``"dense"``. ``"dense"`` (or ``"auto"`` with the Stiefel
+        solver) raises a ``MemoryError`` giving the estimate when it does not
+        fit. ``"none"`` only with ``solver="eig"``.
 
     Attributes
     ----------
@@ -442,11 +456,38 @@ class MultiViewRKM(BaseEstimator):
         return (self.batch_size is not None or self.device is not None or self.dtype != "float64"
                 or any(is_dask_array(X) for X in Xs if X is not None))
 
-    def _matrix_free(self, n: int) -> bool:
-        """Whether the dual leaves its kernel matrices unstored (kernel_storage)."""
-        if self.kernel_storage != "auto":
-            return self.kernel_storage == "none"
-        return self.solver == "eig" and (self.device is not None or 8.0 * n * n > _DENSE_KERNEL_BYTES)
+    def _matrix_free(self, n: int, s: int) -> bool:
+        """Whether the dual leaves its kernel matrices unstored (kernel_storage).
+
+        Before anything n x n is allocated, the dense route's peak memory is
+        estimated (:func:`mvkm._gram.dense_dual_bytes`: one triangle per kernel
+        view, one for the sum, a full copy for LAPACK or the Stiefel solver) and
+        compared with the available memory: ``"auto"`` then takes the
+        matrix-free route, ``"dense"`` (or a Stiefel solver) stops with a
+        ``MemoryError`` that gives the estimate and the ways out.
+        """
+        if self.kernel_storage == "none":
+            return True
+        can_stream = self.solver == "eig"
+        if self.kernel_storage == "auto" and can_stream and (
+                self.device is not None or 8.0 * n * n > _DENSE_KERNEL_BYTES):
+            return True
+        kernels = [k for k in self._kernels if k is not None]
+        dense_copy = (self.solver != "eig" or n <= _AUTO_DENSE_MAX_N
+                      or s > _AUTO_DENSE_FRACTION * n)
+        need = dense_dual_bytes(n, kernels, n_feature_views=self.n_views_ - len(kernels),
+                                dense_copy=dense_copy)
+        fits, avail = memory_verdict(need)
+        if fits:
+            return False
+        if self.kernel_storage == "auto" and can_stream:
+            return True
+        raise MemoryError(
+            f"the dense dual needs about {gib(need)} for its kernel matrices (n = {n}, "
+            f"{self.n_views_} view(s)) but {gib(avail)} of memory is available: use "
+            "kernel_storage='none' (the matrix-free route, O(n (d + s)) memory, solver='eig'), "
+            "or formulation='primal' with explicit features (e.g. "
+            "feature_maps=[mvkm.RandomFourierFeatures(...), ...])")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "H_"):
@@ -507,8 +548,9 @@ class MultiViewRKM(BaseEstimator):
                 self._kernels[v] = obj
         explicit = all(kind == "map" for kind in self._kinds)
         if streamed:
+            # the top s eigenpairs only: Nystrom views reduced as raw kernel rows (one n m^2 pass)
             moments = feature_moments(Xs, self._maps, batch_size=self.batch_size, device=self.device,
-                                      dtype=self.dtype, progress=self.progress)
+                                      dtype=self.dtype, progress=self.progress, nystrom_raw=True)
             self._feature_means = moments.view_means()
             self.feature_dims_ = list(moments.dims)
         elif explicit:
@@ -631,24 +673,43 @@ class MultiViewRKM(BaseEstimator):
         self._UtU = [Uv.T @ Uv for Uv in self.U_]
 
     def _fit_dual(self, s: int, n: int) -> None:
-        if self._matrix_free(n):
+        """Algorithm 2 on K = sum_v K_v,c, stored compactly (:mod:`mvkm._gram`).
+
+        Each kernel view's Gram matrix is built once, upper triangle only, and
+        centred implicitly; the explicit views add Phi_c Phi_c^T by ``dsyrk``;
+        the solver reads the triangle of the sum (one ``dsymv`` per Lanczos
+        product), as :func:`mvkm.linalg.kernel_top_eigh` does. One triangle per
+        kernel view, plus one for the sum when there is more than one term.
+        """
+        if self._matrix_free(n, s):
             return self._fit_dual_matrix_free(s, n)
-        K = np.zeros((n, n))
-        grams = []
-        for v in range(self.n_views_):
-            if self._kinds[v] == "map":
-                Kc = check_finite_result(self._Phi_c[v] @ self._Phi_c[v].T,
-                                         f"the centred kernel matrix of views[{v}]", f"views[{v}]")
-            else:
-                Kv = gram_of_view(self._kernels[v], self._X_fit[v], f"views[{v}]")
-                self._kernel_means[v] = Kv.mean(axis=0)
-                Kc = center_gram(Kv, copy=False)
-            grams.append(Kc)
-            K += Kc
-        H, Gamma = self._solve(K, s)
+        V = self.n_views_
+        tris: list[Any] = [None] * V
+        for v in range(V):
+            if self._kinds[v] == "kernel":
+                tris[v] = gram_of_view(lambda A, k=self._kernels[v]: kernel_triangle(k, A),
+                                       self._X_fit[v], f"views[{v}]")
+                self._kernel_means[v] = tris[v].row_means
+        kernel_tris = [T for T in tris if T is not None]
+        features = [P for P in self._Phi_c if P is not None]
+        total = (kernel_tris[0] if len(kernel_tris) == 1 and not features
+                 else upper_sum(kernel_tris, features, n=n))
+        if self.solver == "eig":
+            lam, H = total.top_eigh(s, random_state=0 if self.random_state is None
+                                    else self.random_state)
+            Gamma = np.diag(lam)
+        else:
+            H, Gamma = self._solve(total.dense(), s)
+        del total
         self.H_ = H
         self.Gamma_ = Gamma
-        KH = [Kc @ H for Kc in grams]
+        if V == 1 and self.solver == "eig":
+            # one view: K_c H = H Gamma is the eigen-equation itself (to the solver's
+            # tolerance), and no view can be missing, so the product is not formed
+            KH = [H * lam]
+        else:
+            KH = [tris[v].matmat(H) if tris[v] is not None else P @ (P.T @ H)
+                  for v, P in enumerate(self._Phi_c)]
         self._UtU = [H.T @ KvH for KvH in KH]                  # U_v^T U_v = H^T K_v H
         # K_v H for the kernel views (eq. (16)) and Phi_v^T H (= U_v by eq. (5)) for the
         # explicit ones: every prediction needs them

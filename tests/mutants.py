@@ -167,8 +167,8 @@ MUTANTS: list[Mutant] = [
         "rkm_dual_uncentred",
         "dual: the kernel views' Gram matrices are summed without centring",
         "rkm.py",
-        "                Kc = center_gram(Kv, copy=False)\n",
-        "                Kc = Kv\n",
+        "                 else upper_sum(kernel_tris, features, n=n))\n",
+        "                 else upper_sum(kernel_tris, features, n=n))\n        total.center = False\n",
         "MultiViewRKM dual",
     ),
     Mutant(

@@ -105,6 +105,35 @@ def test_torch_cpu_and_float32_against_numpy():
         assert 1e-10 < err < 1e-5
 
 
+@pytest.mark.parametrize("offset", [1e4, 1e6, 1e8])
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_float32_keeps_its_digits_on_data_with_a_large_mean(offset, device):
+    # issue 21, item 3: the views are shifted in float64 before the cast, so the bound
+    # sqrt(b) eps_32 ~ 1e-6 holds whatever the mean (before: 7e-6, 1e-3 and 1.0 for identity
+    # features at these offsets, 5e-2 and 1.0 for random Fourier features at 1e6 and 1e8)
+    rng = np.random.default_rng(1)
+    Z = rng.normal(size=(3000, 4)) * [1.0, 2.0, 0.5, 3.0]
+    X = offset + Z
+    maps = [Identity().fit(X), RandomFourierFeatures(2.0, 40, random_state=0).fit(X)]
+    Phi = np.hstack([Z, maps[1].transform(X)])     # Z: the identity features, centred exactly
+    Phi_c = Phi - Phi.mean(axis=0)
+    m = feature_moments([X, X], maps, batch_size=500, dtype="float32", device=device)
+    assert _rel(m.scatter, Phi_c.T @ Phi_c) < 1e-5
+    mean = np.r_[X.mean(axis=0), Phi[:, 4:].mean(axis=0)]
+    assert np.allclose(m.mean, mean, rtol=1e-12, atol=1e-6)
+    norms = (np.hstack([X, Phi[:, 4:]]) ** 2).sum(axis=1).max()
+    assert abs(m.max_sq_norm / norms - 1.0) < 1e-5
+
+
+@pytest.mark.parametrize("kwargs, scale", [({}, 1e200), ({"device": "cpu"}, 1e200),
+                                           ({"dtype": "float32"}, 1e30)])
+def test_overflowing_scatter_is_a_clear_error(kwargs, scale):
+    # issue 21, item 6: finite features whose products overflow gave an infinite scatter
+    X = np.random.default_rng(0).uniform(-1.0, 1.0, size=(50, 3)) * scale
+    with pytest.raises(ValueError, match="scatter of the features is not finite.*rescale"):
+        feature_moments([X], [Identity().fit(X)], **kwargs)
+
+
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 def test_cuda_matches_numpy():  # pragma: no cover - CI has no GPU
     X, Y = _views()
@@ -320,3 +349,26 @@ def test_ppca_dual_without_stored_kernel_equals_the_dense_dual():
     assert np.allclose(model.A_, ref.A_, atol=1e-10)
     assert np.allclose(model.transform(X[:10]), ref.transform(X[:10]), atol=1e-9)
     assert np.allclose(model.score_samples(X[:5]), ref.score_samples(X[:5]), rtol=1e-9)
+
+
+def test_nystrom_raw_reduction_and_folded_second_pass():
+    # issue 25, item 2: the scatter of the raw K(X, L) mapped by N once equals the scatter of
+    # the features K(X, L) N on its leading eigenvalues (round-off), and features_times folds N
+    # into the m x k matrix: the same product as the features times A
+    from mvkm.covariance import features_times
+
+    X, Y = _views(3000)
+    maps = [Nystrom(RBF(2.0), 300, random_state=0).fit(X), Identity().fit(Y)]
+    mean, S, exact = _in_memory([X, Y], maps)
+    Phi = np.hstack([m.transform(Z) for m, Z in zip(maps, [X, Y])])
+    raw = feature_moments([X, Y], maps, batch_size=700, nystrom_raw=True)
+    lam = np.sort(np.linalg.eigvalsh(raw.scatter))[::-1][:10]
+    lam_ref = np.sort(np.linalg.eigvalsh(S))[::-1][:10]
+    assert np.allclose(lam, lam_ref, rtol=1e-11)
+    assert np.allclose(raw.mean, mean, rtol=0, atol=1e-12)
+    assert raw.dims == [maps[0].n_features_out_, 2]
+    # max_sq_norm: the Nystrom part bounded by k(x, x) = 1, the identity part exact
+    assert exact <= raw.max_sq_norm <= exact + 1.0
+    A = np.random.default_rng(1).normal(size=(Phi.shape[1], 4))
+    assert np.allclose(features_times(maps, [X[:500], Y[:500]], A), Phi[:500] @ A,
+                       rtol=0, atol=1e-9 * np.abs(Phi[:500] @ A).max())

@@ -287,3 +287,11 @@ def test_every_feature_map_exposes_the_kernel_it_induces():
     assert Nystrom(Laplacian(3.0)).kernel == Laplacian(3.0)
     with pytest.raises(TypeError, match="kernel must be a callable"):
         Nystrom(kernel="rbf", n_landmarks=2).fit(np.ones((5, 2)))
+
+
+def test_rff_phases_that_overflow_are_a_clear_error():
+    # issue 21, item 6: inputs of 1e308 gave a NaN column (cos of an infinite phase)
+    fm = RandomFourierFeatures(1.0, 10, random_state=0).fit(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="phases .* overflow float64"):
+        fm.transform(np.full((1, 3), 1e308))
+    assert np.isfinite(fm.transform(np.full((1, 3), 1e300))).all()

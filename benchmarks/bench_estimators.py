@@ -1,0 +1,142 @@
+"""Every dual estimator against its floor, ``kernel_top_eigh``, and against scikit-learn's KernelPCA.
+
+Run from the repository root (the machine's thread limit is set inside, so start
+Python with at least as many threads as you ask for)::
+
+    OMP_NUM_THREADS=2 python benchmarks/bench_estimators.py                 # n = 5000, 10000
+    OMP_NUM_THREADS=2 python benchmarks/bench_estimators.py --sizes 3000 --repeats 2 --threads 1
+
+Issue 25, item 1: the estimators take the path of
+:func:`mvkm.linalg.kernel_top_eigh` (the upper triangle of each Gram matrix,
+centred inside the Lanczos products, :mod:`mvkm._gram`). What is timed, on the
+same data, the same RBF kernel (sigma from the median heuristic, as in
+``bench_kpca.py``) and 10 components:
+
+* ``kte``: ``kernel_top_eigh(RBF(sigma), X, 10)``, the floor;
+* ``rkm1``: ``MultiViewRKM(10, kernels=[RBF(sigma)], kernel_storage="dense").fit([X])``;
+* ``ppca``: ``KernelPPCA(10, kernel=RBF(sigma)).fit(X)`` (the top-q route, n > 2000);
+* ``rkm2``: ``MultiViewRKM(10, kernels=[RBF(sigma), RBF(sigma2)], kernel_storage="dense")``
+  on two views ``[X, X2]`` (``X2``: the windows shifted by one step); its floor
+  is ``kte`` plus a second triangle (``upper_gram``) and the pass that sums
+  them, so it is reported against ``kte + gram2``;
+* ``kpls``: ``MultiViewKPLS(10, kernels=[RBF(sigma), RBF(sigma2)])`` on the two views:
+  a different eigenproblem (Omega = E D), reported for its kernel products only;
+* ``sk``: ``sklearn.decomposition.KernelPCA(10, kernel="rbf",
+  eigen_solver="arpack").fit(X)``.
+
+Each repeat runs them all in one process, the order rotated from repeat to
+repeat; the table gives the medians and the ratios. The data sets are those
+of ``bench_kpca.py`` (nothing here is tuned on them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from sklearn.decomposition import KernelPCA
+from threadpoolctl import threadpool_limits
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+from bench_kpca import DATASETS, median_sigma  # noqa: E402
+
+from mvkm import KernelPPCA, MultiViewKPLS, MultiViewRKM  # noqa: E402
+from mvkm.kernels import RBF, upper_gram  # noqa: E402
+from mvkm.linalg import kernel_top_eigh  # noqa: E402
+
+S = 10
+
+
+def cases(X: np.ndarray, X2: np.ndarray, sigma: float, sigma2: float):
+    gamma = 1.0 / (2.0 * sigma**2)
+    return {
+        "kte": lambda: kernel_top_eigh(RBF(sigma), X, S)[0],
+        "gram2": lambda: upper_gram(RBF(sigma2), X2)[0, :1],
+        "rkm1": lambda: MultiViewRKM(S, kernels=[RBF(sigma)], kernel_storage="dense")
+        .fit([X]).eigenvalues_,
+        "ppca": lambda: KernelPPCA(S, kernel=RBF(sigma)).fit(X)._lam_q,
+        "rkm2": lambda: MultiViewRKM(S, kernels=[RBF(sigma), RBF(sigma2)], kernel_storage="dense")
+        .fit([X, X2]).eigenvalues_,
+        "kpls": lambda: MultiViewKPLS(S, kernels=[RBF(sigma), RBF(sigma2)], random_state=0)
+        .fit([X, X2]).eigenvalues_,
+        "sk": lambda: KernelPCA(S, kernel="rbf", gamma=gamma, eigen_solver="arpack",
+                                random_state=0).fit(X).eigenvalues_,
+    }
+
+
+def run(name: str, n: int, threads: int, repeats: int, skip: set[str],
+        clock=time.perf_counter) -> dict[str, float]:
+    desc, make = DATASETS[name]
+    Xall = make(n + 1)
+    X, X2 = np.ascontiguousarray(Xall[:n]), np.ascontiguousarray(Xall[1:n + 1])
+    sigma, sigma2 = median_sigma(X), median_sigma(X2)
+    fns = {k: f for k, f in cases(X, X2, sigma, sigma2).items() if k not in skip}
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    out: dict[str, np.ndarray] = {}
+    keys = list(fns)
+    with threadpool_limits(threads):
+        for r in range(repeats):
+            order = keys[r % len(keys):] + keys[:r % len(keys)]
+            for k in order:
+                t0 = clock()
+                out[k] = np.asarray(fns[k]())
+                times[k].append(clock() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    # the same eigenvalues: the estimators' agree with kernel_top_eigh's
+    for k in ("rkm1", "ppca", "sk"):
+        if k in out:
+            err = float(np.max(np.abs(out[k] / out["kte"] - 1.0)))
+            med[k + "_err"] = err
+    return med
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--datasets", nargs="+", default=["santafe70", "sines70", "gauss10"])
+    p.add_argument("--sizes", nargs="+", type=int, default=[5000, 10000])
+    p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--skip", nargs="*", default=[])
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="wall-clock time, or the process's CPU time (all threads; less "
+                        "sensitive to other processes on a loaded machine)")
+    a = p.parse_args()
+    clock = time.perf_counter if a.clock == "wall" else time.process_time
+    print(f"load average at start: {os.getloadavg()}")
+    Xw = DATASETS["gauss10"][1](2101)            # warm-up: imports (torch), thread pools
+    for f in cases(Xw[:2100], Xw[1:], 4.0, 4.0).values():
+        f()
+    print(f"clock: {a.clock}; ratios: time / kernel_top_eigh's (rkm2 and kpls / (kte + gram2)); "
+          "speed-up = KernelPCA / time")
+    head = (f"{'data':10s} {'n':>6s} {'thr':>3s} {'kte s':>7s} | {'rkm1':>5s} {'ppca':>5s} "
+            f"{'rkm2':>5s} {'kpls':>5s} | x sk: {'kte':>5s} {'rkm1':>5s} {'ppca':>5s} | max rel err")
+    print(head)
+    for name in a.datasets:
+        for n in a.sizes:
+            for t in a.threads:
+                m = run(name, n, t, a.repeats, set(a.skip), clock)
+                kte = m["kte"]
+
+                def ratio(k: str, base: float = kte) -> str:
+                    return f"{m[k] / base:5.2f}" if k in m else "    -"
+
+                def speed(k: str) -> str:
+                    return f"{m['sk'] / m[k]:5.2f}" if k in m and "sk" in m else "    -"
+
+                floor2 = kte + m.get("gram2", float("nan"))
+                errs = max(m.get(k + "_err", 0.0) for k in ("rkm1", "ppca", "sk"))
+                print(f"{name:10s} {n:6d} {t:3d} {kte:7.2f} | {ratio('rkm1')} {ratio('ppca')} "
+                      f"{ratio('rkm2', floor2)} {ratio('kpls', floor2)} | x sk: {speed('kte')} "
+                      f"{speed('rkm1')} {speed('ppca')} | {errs:.1e}", flush=True)
+    print(f"load average at end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

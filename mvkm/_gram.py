@@ -1,0 +1,260 @@
+r"""Compact Gram matrices of the dense duals: one triangle per kernel, centred implicitly.
+
+The dual estimators (:class:`~mvkm.rkm.MultiViewRKM`, :class:`~mvkm.ppca.KernelPPCA`,
+:class:`~mvkm.kpls.MultiViewKPLS`) take the path of
+:func:`mvkm.linalg.kernel_top_eigh`: each kernel's Gram matrix is built once,
+upper triangle only (:func:`mvkm.kernels.upper_gram`: the tiled kernels skip
+the transposed copies of their tiles and never touch the strictly lower
+triangle's memory), and the centred matrix :math:`K_c = M_c K M_c` is never
+formed: every product is :math:`K_c Z = K Z - r\,(1^\top Z) - 1\,(r^\top Z) + g\,1\,(1^\top Z)`
+with the row means :math:`r` and the grand mean :math:`g` of :math:`K` (one BLAS
+``dsymv``/``dsymm`` on the triangle, then :math:`O(n)` work per column). A
+:class:`GramTriangle` is that triangle with its means; it is also the form in
+which a fitted model keeps a kernel it needs later.
+
+:func:`dense_dual_bytes` estimates the peak memory of such a fit and
+:func:`available_memory` reads what the machine has, so that the estimators
+choose their matrix-free route, or stop with a clear error, before they allocate.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.linalg import blas as _blas
+
+from ._validation import check_finite_result
+from .linalg import (
+    _AUTO_DENSE_FRACTION,
+    _AUTO_DENSE_MAX_N,
+    _checked_tol,
+    _lanczos_top,
+    _subtract_centering,
+    _symv_operand,
+    _triangle_means,
+    _unit_scaled,
+    flip_signs,
+    top_eigh,
+)
+
+Array = NDArray[np.float64]
+
+#: Rows per block when a triangle is copied or summed (the strict lower part untouched).
+_ROWS = 256
+
+
+class GramTriangle:
+    r"""A symmetric Gram matrix kept as the upper triangle of a C-ordered ``n x n`` array.
+
+    Parameters
+    ----------
+    K : ndarray of shape (n, n), C-ordered float64
+        Its upper triangle (diagonal included) holds the matrix; the strict
+        lower triangle is never read (it may be uninitialised memory).
+    center : bool, default=True
+        Whether the products, the trace and the eigenpairs are those of the
+        centred :math:`K_c = M_c K M_c` (applied implicitly) or of :math:`K`.
+
+    Attributes
+    ----------
+    row_means : ndarray of shape (n,)
+        :math:`r = \frac1n K 1` (= the column means), what test-time centring needs.
+    grand_mean : float
+        :math:`g = \frac1n 1^\top r`.
+    """
+
+    def __init__(self, K: Array, *, center: bool = True) -> None:
+        if not (isinstance(K, np.ndarray) and K.ndim == 2 and K.shape[0] == K.shape[1]
+                and K.dtype == np.float64 and K.flags.c_contiguous):
+            raise ValueError("K must be a square C-ordered float64 array")
+        self.K = K
+        self.n = int(K.shape[0])
+        self.center = bool(center)
+        self._means = _triangle_means(K, upper=True)
+        self.row_means = self._means[0]
+        self.grand_mean = self._means[2]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.n)
+
+    def diagonal(self) -> Array:
+        return np.diagonal(self.K)
+
+    def trace(self) -> float:
+        """:math:`\\operatorname{tr} K_c = \\operatorname{tr} K - n g` (or :math:`\\operatorname{tr} K`)."""
+        t = float(np.trace(self.K))
+        return t - self.n * self.grand_mean if self.center else t
+
+    def matmat(self, Z: Array) -> Array:
+        """:math:`K_c Z` (or :math:`K Z`) for ``Z`` of shape (n,) or (n, k): one ``dsymv``/``dsymm``."""
+        Z = np.asarray(Z, dtype=np.float64)
+        A, lower = _symv_operand(self.K, upper=True)
+        if Z.ndim == 1:
+            out = _blas.dsymv(1.0, A, Z, lower=lower)
+        else:
+            out = _blas.dsymm(1.0, A, np.asfortranarray(Z), side=0, lower=lower)
+        if self.center:
+            _subtract_centering(out, Z, self._means, 1.0)
+        return out
+
+    __matmul__ = matmat
+
+    def dense(self) -> Array:
+        """The full symmetric matrix (:math:`K_c`, or :math:`K`): a new ``n x n`` array."""
+        from .covariance import _symmetrize_upper
+
+        out = np.empty((self.n, self.n))
+        for i0 in range(0, self.n, _ROWS):
+            out[i0:i0 + _ROWS, i0:] = self.K[i0:i0 + _ROWS, i0:]
+        _symmetrize_upper(out)
+        if self.center:
+            r, g = self.row_means, self.grand_mean
+            out -= r[:, None]
+            out -= r[None, :]
+            out += g
+        return out
+
+    def top_eigh(self, n_components: int, *, tol: float | None = None,
+                 random_state: Any = 0) -> tuple[Array, Array]:
+        """The top eigenpairs of :math:`K_c` (or :math:`K`), as ``top_eigh`` gives them.
+
+        The route of :func:`mvkm.linalg.kernel_top_eigh`: LAPACK on the full
+        matrix for :math:`n \\le 1000` or :math:`s > 0.08\\,n` (``top_eigh``'s
+        ``"auto"``), else Lanczos with ``dsymv`` on the triangle and the centring
+        inside each product.
+        """
+        n, s = self.n, int(n_components)
+        if n <= _AUTO_DENSE_MAX_N or s > _AUTO_DENSE_FRACTION * n:
+            return top_eigh(self.dense(), s, "dense", check_symmetric=False)
+        from ._validation import check_random_state
+
+        tol = _checked_tol(tol)
+        rng = check_random_state(random_state)
+        diag = np.diagonal(self.K)
+        if not np.all(np.isfinite(diag)):
+            raise ValueError("the Gram matrix is not finite: rescale the data")
+        scale = float(np.max(np.abs(diag)))     # max|K_ij| for a positive semi-definite kernel
+        K, scale, exponent = _unit_scaled(self.K, scale)
+        means = None
+        if self.center:
+            means = self._means if exponent == 0 else _triangle_means(K, upper=True)
+        w, V = _lanczos_top(K, s, tol, None, rng, scale, means, upper=True)
+        if not (np.all(np.isfinite(w)) and np.all(np.isfinite(V))):
+            raise ValueError("the Gram matrix is not finite: rescale the data")
+        lam = np.ascontiguousarray(np.ldexp(w, -exponent) if exponent else w, dtype=np.float64)
+        return lam, flip_signs(V)
+
+
+def kernel_triangle(kernel: Any, X: Array, *, center: bool = True,
+                    n_jobs: int | None = None) -> GramTriangle:
+    """The Gram matrix of ``kernel`` on ``X`` as a :class:`GramTriangle`.
+
+    An :class:`mvkm.kernels.Kernel` builds its upper triangle only
+    (:func:`mvkm.kernels.upper_gram`); any other callable returns its whole
+    matrix (the caller checks its symmetry), of which the upper triangle is used.
+    """
+    from .kernels import Kernel, upper_gram
+
+    if isinstance(kernel, Kernel):
+        K = upper_gram(kernel, X, n_jobs=n_jobs)
+    else:
+        K = np.ascontiguousarray(kernel(X), dtype=np.float64)
+    T = GramTriangle(K, center=center)
+    # a NaN or inf anywhere in the triangle reaches its row sums: a free check
+    check_finite_result(T.row_means, "the Gram matrix", "the view")
+    return T
+
+
+def upper_sum(triangles: Sequence[GramTriangle], features: Sequence[Array] = (), *,
+              n: int, center: bool = True) -> GramTriangle:
+    r"""The triangle of :math:`\sum_v K_v + \sum_w \Phi_w \Phi_w^\top`, in a new array.
+
+    The kernels' triangles are added block row by block row (the strict lower
+    part is never touched, so its memory is never committed); each feature
+    block adds :math:`\Phi\Phi^\top` by BLAS ``dsyrk`` in place. Centring is
+    linear, so :math:`M_c (\sum_v K_v) M_c = \sum_v M_c K_v M_c`: the sum of the
+    centred kernels is the centred sum.
+    """
+    first = not triangles
+    S = np.zeros((n, n)) if first else np.empty((n, n))
+    for i0 in range(0, n, _ROWS):
+        i1 = min(n, i0 + _ROWS)
+        if triangles:
+            np.copyto(S[i0:i1, i0:], triangles[0].K[i0:i1, i0:])
+            for T in triangles[1:]:
+                S[i0:i1, i0:] += T.K[i0:i1, i0:]
+    for P in features:
+        # S's upper triangle is the lower triangle of the Fortran-ordered S.T
+        out = _blas.dsyrk(1.0, np.asfortranarray(P), beta=1.0, c=S.T, trans=0, lower=1,
+                          overwrite_c=1)
+        if not np.shares_memory(out, S):                 # pragma: no cover - f2py copied
+            S = np.ascontiguousarray(out.T)
+    T = GramTriangle(S, center=center)
+    if features:   # Phi Phi^T of finite features can overflow: its row sums show it, for free
+        check_finite_result(T.row_means, "the kernel matrix of the explicit features", "views")
+    return T
+
+
+def features_triangle(P: Array, *, center: bool = True) -> GramTriangle:
+    r""":math:`\Phi\Phi^\top` as a :class:`GramTriangle` (one ``dsyrk``, upper triangle)."""
+    return upper_sum([], [P], n=int(P.shape[0]), center=center)
+
+
+# ---------------------------------------------------------------- memory guard
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (``MemAvailable`` of
+    ``/proc/meminfo``, or psutil's ``available``); ``None`` when unknown."""
+    try:
+        import psutil  # type: ignore[import-untyped]
+
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        pass
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def triangle_bytes(n: int) -> float:
+    """Memory a triangle commits: half of ``8 n^2`` (its tiles on the diagonal aside)."""
+    return 4.0 * n * (n + _ROWS)
+
+
+def dense_dual_bytes(n: int, kernels: Sequence[Any], *, n_feature_views: int = 0,
+                     dense_copy: bool = False) -> float:
+    r"""Estimated peak memory (bytes) of a dense dual fit on ``n`` points.
+
+    One triangle per kernel (the whole ``8 n^2`` for kernels that are not
+    :class:`mvkm.kernels.Kernel` tiles: they return their full matrix), the
+    triangle of their sum when there is more than one term, and a full
+    ``8 n^2`` copy when the route needs the centred matrix whole
+    (``dense_copy``: LAPACK for small ``n``, the Stiefel solver).
+    """
+    from .kernels import Laplacian, RBF
+
+    per = [triangle_bytes(n) if isinstance(k, (RBF, Laplacian)) else 8.0 * n * n for k in kernels]
+    total = sum(per)
+    if len(kernels) + n_feature_views > 1 or not kernels:
+        total += triangle_bytes(n)
+    if dense_copy:
+        total += 8.0 * n * n
+    return float(total)
+
+
+def memory_verdict(need: float, *, headroom: float = 0.9) -> tuple[bool, int | None]:
+    """Whether ``need`` bytes fit in ``headroom`` times the available memory (True when
+    unknown), and the available memory."""
+    avail = available_memory()
+    return (avail is None or need <= headroom * avail), avail
+
+
+def gib(nbytes: float | None) -> str:
+    return "unknown" if nbytes is None else f"{nbytes / 2**30:.3g} GiB"
