@@ -672,11 +672,14 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
     tol : float, default=1e-6
         Stop when an alternation lowers the objective by less than
         ``tol`` times its value.
-    init : {"svd", "random"}, default="svd"
+    init : {"svd", "random"} or tuple of two arrays, default="svd"
         ``"svd"``: solve the full-rank problem (:math:`W = I`, one SVM) and
         start from the top ``rank`` right singular vectors of its row and
         column coefficients; ``"random"``: random orthonormal factors (the
-        problem is not jointly convex and such starts can get stuck).
+        problem is not jointly convex and such starts can get stuck); a pair
+        ``(P_r, P_c)`` of arrays of shapes ``(d1, rank)`` and ``(d2, rank)``:
+        start from the projectors onto their column spaces (e.g. to resume the
+        alternation from a point found by another method).
     random_state : int, Generator or None, default=None
         Seed of ``init="random"``.
     verbose : bool, default=False
@@ -748,8 +751,18 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
                 or self.max_iter < 0:
             raise ValueError(f"max_iter must be an integer >= 0, got {self.max_iter!r}")
         check_positive(self.tol, "tol", strict=False)
-        if self.init not in ("svd", "random"):
-            raise ValueError(f"init must be 'svd' or 'random', got {self.init!r}")
+        if isinstance(self.init, tuple):
+            if len(self.init) != 2:
+                raise ValueError(f"init as a tuple must hold two arrays (P_r, P_c), got {len(self.init)} items")
+            for name, P0, d in (("init[0]", self.init[0], d1), ("init[1]", self.init[1], d2)):
+                arr = check_array(P0, name)
+                if arr.shape != (d, self.rank):
+                    raise ValueError(f"{name} must have shape ({d}, {self.rank}) (rank={self.rank}), "
+                                     f"got {arr.shape}")
+                if _orthonormal(arr).shape[1] != self.rank:
+                    raise ValueError(f"{name} must have full column rank {self.rank}")
+        elif not isinstance(self.init, str) or self.init not in ("svd", "random"):
+            raise ValueError(f"init must be 'svd', 'random' or a pair of arrays (P_r, P_c), got {self.init!r}")
 
     @staticmethod
     def _check_X(X: ArrayLike, name: str = "X") -> NDArray[np.float64]:
@@ -825,7 +838,10 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         r = int(self.rank)
 
         sides = (_Side(kr, Xr), _Side(kc, Xc))
-        if self.init == "svd":
+        if isinstance(self.init, tuple):
+            Ur, Uc = (_orthonormal(check_array(P0, "init")) for P0 in self.init)
+            beta0 = None
+        elif self.init == "svd":
             beta0, _, _ = self._c_step(sides, np.eye(d1), np.eye(d2), ys, None)
             Ur, Uc = (self._svd_start(side, beta0, r) for side in sides)
         else:

@@ -372,3 +372,23 @@ def test_intercept_on_a_degenerate_problem_is_exact_and_monotone():
     Wr, Wc = model.row_projection_, model.col_projection_
     K = np.einsum("ipq,pr,jrq->ij", X, Wr, X) + np.einsum("iqp,pr,jqr->ij", X, Wc, X)
     assert obj[-1] == pytest.approx(-clarabel_svm(K, y.astype(float), 1.0, intercept=True), rel=1e-7)
+
+
+def test_init_from_given_factors_resumes_the_alternation():
+    # A fit started from the projectors of a converged fit: its first C-step solves the same SVM
+    # (the projected kernel depends on W only), so its first objective is the converged one, and
+    # the alternation from there never goes up.
+    X, y = _data(n=60, d1=6, d2=5, seed=4)
+    first = LowRankSMM(rank=2, C=1.0, tol=1e-9, max_iter=200).fit(X, y)
+    Pr = np.linalg.eigh(first.row_projection_)[1][:, -2:]
+    Pc = np.linalg.eigh(first.col_projection_)[1][:, -2:] @ np.array([[2.0, 1.0], [0.0, 3.0]])
+    again = LowRankSMM(rank=2, C=1.0, tol=1e-9, max_iter=200, init=(Pr, Pc)).fit(X, y)
+    assert np.isclose(again.objective_[0], first.objective_[-1], rtol=1e-8)
+    assert again.objective_[-1] <= first.objective_[-1] * (1 + 1e-10)
+    np.testing.assert_allclose(again.col_projection_, first.col_projection_, atol=1e-3)  # it moves on slowly
+    with pytest.raises(ValueError, match=r"init\[1\] must have shape \(5, 2\)"):
+        LowRankSMM(rank=2, init=(Pr, Pc[:4])).fit(X, y)
+    with pytest.raises(ValueError, match="full column rank"):
+        LowRankSMM(rank=2, init=(Pr, np.ones((5, 2)))).fit(X, y)
+    with pytest.raises(ValueError, match="two arrays"):
+        LowRankSMM(rank=2, init=(Pr,)).fit(X, y)
