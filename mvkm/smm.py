@@ -24,12 +24,17 @@ where :math:`W_r` and :math:`W_c` are orthogonal projectors of rank at most ``ra
 
 Without an intercept each dual is a box-constrained QP, solved exactly by
 :func:`solve_box_qp` (greedy coordinate descent, then an active-set finish on
-the face it found); with one it has an equality constraint: scikit-learn's
-``SVC(kernel="precomputed")`` finds the face and a Newton step on the face's
-KKT system makes the answer exact. The
-:math:`n \times n \times d \times d` block kernel is never stored: its tiles
-are computed from the data and contracted at once (memory
-:math:`O(n^2 + \text{tile})`).
+the face it found); with one it has an equality constraint: for a fixed
+intercept ``b`` the dual is again a box QP, and ``b`` is found by a root
+search (regula falsi, Illinois variant) on the slope :math:`\sum_i y_i\alpha_i(b)`
+of its optimal value, started at scikit-learn's ``SVC(kernel="precomputed")``;
+the dual returned is the combination of the two sides of the root with
+:math:`\sum_i y_i\alpha_i = 0`. The
+:math:`n \times n \times d \times d` block kernel of a side (rows or
+columns) is stored during a fit when it has at most ``2**24`` entries
+(128 MB) and the kernel is not linear; otherwise, and always in
+``decision_function``, its tiles are computed from the data and contracted
+at once (memory :math:`O(n^2 + \text{tile})`).
 """
 
 from __future__ import annotations
@@ -433,9 +438,16 @@ def _svm_with_intercept(K: NDArray[np.float64], y: NDArray[np.float64], C: float
             if side == -1:
                 s_lo *= 0.5
             side = -1
-    candidates = [(lo, a_lo), (hi, a_hi)]
-    values = [svm_objective(K, y, y * a, C, b) for b, a in candidates]
-    b, a = candidates[int(np.argmin(values))]
+    # The bracket has closed on the kink b* of V (to round-off, or after 200 steps): alpha(lo) and
+    # alpha(hi) are optimal duals on either side of it, with y'alpha > 0 and < 0. The dual of the SVM
+    # with intercept at b* is the combination of the two with y'alpha = 0 (the optimal set of the box
+    # QP at b* is convex and holds both, up to the bracket's width); its classifier is that of either
+    # end (the primal solution w(b) is continuous in b), and it satisfies the KKT condition
+    # sum_i y_i alpha_i = 0 that the ends do not.
+    t_lo, t_hi = float(y @ a_lo), float(y @ a_hi)        # the true slopes (Illinois halved the stored ones)
+    theta = t_hi / (t_hi - t_lo)                           # in (0, 1): theta t_lo + (1 - theta) t_hi = 0
+    a = theta * a_lo + (1.0 - theta) * a_hi
+    b = theta * lo + (1.0 - theta) * hi
     return y * a, float(b)
 
 
@@ -690,7 +702,8 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
     classes_ : ndarray of shape (2,)
         The labels; ``classes_[1]`` is the positive class.
     dual_coef_ : ndarray of shape (n,)
-        :math:`\gamma = y \circ \alpha` of the final C-step (``y`` in {-1, +1}).
+        :math:`\gamma = y \circ \alpha` of the final C-step's dual (``y`` in
+        {-1, +1}); with ``fit_intercept`` it satisfies :math:`\sum_i\gamma_i = 0`.
     intercept_ : float
         ``b`` (0 without ``fit_intercept``).
     row_projection_ : ndarray of shape (d1, d1)
@@ -827,6 +840,8 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             raise ValueError(f"X and y must have the same number of samples, got {n} and {y_arr.shape[0]}")
         if y_arr.dtype.kind == "f" and not np.all(np.isfinite(y_arr)):
             raise ValueError("y contains NaN or infinite values")
+        if y_arr.dtype == object and any(v is None for v in y_arr):
+            raise ValueError("y contains None; expected two distinct labels, one per matrix")
         classes = np.unique(y_arr)
         if classes.size != 2:
             raise ValueError(f"y must hold exactly two classes, got {classes.size}: {classes[:5]!r}")
@@ -862,12 +877,22 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             objective.append(obj)
             if self.verbose:
                 print(f"LowRankSMM: alternation {n_iter}: objective {obj:.6g}")
-            if objective[-3] - obj <= float(self.tol) * max(abs(obj), np.finfo(float).tiny):
+            change = objective[-3] - obj
+            # Each half-step solves its convex problem exactly, so the objective cannot rise beyond
+            # the round-off of the QP solutions (about 1e-10 of it): a larger rise is a failure of a
+            # solver, never convergence.
+            if change < -1e-8 * max(abs(objective[-3]), np.finfo(float).tiny):
+                warnings.warn(
+                    f"LowRankSMM: alternation {n_iter} raised the objective from {objective[-3]:.10g} "
+                    f"to {obj:.10g} (beyond round-off): a half-step was not solved exactly; stopping",
+                    ConvergenceWarning, stacklevel=2)
+                break
+            if change <= float(self.tol) * max(abs(obj), np.finfo(float).tiny):
                 converged = True
                 break
         else:
             n_iter = int(self.max_iter)
-        if not converged:
+        if not converged and objective[-3] - objective[-1] >= 0:
             warnings.warn(
                 f"LowRankSMM did not converge in max_iter={self.max_iter} alternations "
                 f"(last decrease {objective[-3] - objective[-1]:.3g}); raise max_iter",

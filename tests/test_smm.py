@@ -392,3 +392,51 @@ def test_init_from_given_factors_resumes_the_alternation():
         LowRankSMM(rank=2, init=(Pr, np.ones((5, 2)))).fit(X, y)
     with pytest.raises(ValueError, match="two arrays"):
         LowRankSMM(rank=2, init=(Pr,)).fit(X, y)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_intercept_dual_coef_satisfies_kkt(seed):
+    # With fit_intercept the stored gamma = y o alpha is the solved dual of the final C-step:
+    # sum(gamma) = 0, 0 <= alpha <= C, and its objective (with the stored b) is clarabel's optimum of
+    # the dual with y'alpha = 0 on the same projected kernel. Before the fix the end of the
+    # intercept's root search returned one side of the kink: |sum(gamma)| of 100 to 1800.
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((40, 4, 3))
+    y = np.where(rng.standard_normal(40) + X[:, 0, 0] > 0, 1, -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = LowRankSMM(rank=1, C=1e3, fit_intercept=True, max_iter=2).fit(X, y)
+    gamma = model.dual_coef_
+    alpha = y * gamma
+    assert abs(gamma.sum()) <= 1e-10 * np.abs(gamma).sum()
+    assert alpha.min() >= -1e-9 and alpha.max() <= 1e3 * (1 + 1e-12)
+    K = (projected_gram(X, W=model.row_projection_)
+         + projected_gram(X.transpose(0, 2, 1), W=model.col_projection_))
+    value = svm_objective(K, y, gamma, 1e3, model.intercept_)
+    assert np.isclose(value, model.objective_[-1], rtol=1e-10)
+    assert np.isclose(value, -clarabel_svm(K, y, 1e3, intercept=True), rtol=1e-6)
+
+
+def test_a_rising_objective_is_not_convergence(monkeypatch):
+    # A half-step that makes the objective worse (here: a C-step whose value is inflated from the
+    # third call on) must warn and never count as converged; the old test stopped with n_iter_ = 1.
+    X, y = _data(n=40, d1=5, d2=4, seed=2)
+    original = LowRankSMM._c_step
+    calls = []
+
+    def worse(self, sides, Ur, Uc, y_, alpha0):
+        beta, b, obj = original(self, sides, Ur, Uc, y_, alpha0)
+        calls.append(1)
+        return beta, b, (obj * 1.5 if len(calls) >= 3 else obj)
+
+    monkeypatch.setattr(LowRankSMM, "_c_step", worse)
+    with pytest.warns(mvkm.linalg.ConvergenceWarning, match="raised the objective"):
+        LowRankSMM(rank=1, C=1.0, max_iter=20).fit(X, y)
+
+
+def test_none_in_y_is_a_clear_error():
+    X, y = _data(n=20)
+    y = y.astype(object)
+    y[3] = None
+    with pytest.raises(ValueError, match="y contains None"):
+        LowRankSMM().fit(X, y)
