@@ -48,6 +48,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning as ConvergenceWarning_sklearn
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_array, check_positive, check_random_state, reset_fitted
@@ -721,6 +723,8 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         Indices of the training matrices with :math:`\alpha_i > 0`.
     shape_ : tuple of int
         ``(d1, d2)``.
+    n_features_in_ : int
+        ``d1 * d2``, the number of entries of one matrix.
 
     Examples
     --------
@@ -749,6 +753,11 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         self.init = init
         self.random_state = random_state
         self.verbose = verbose
+
+    def __sklearn_tags__(self):  # noqa: D105 - scikit-learn's estimator tags
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False          # a binary classifier
+        return tags
 
     # -- validation ---------------------------------------------------------
     def _check_params(self, d1: int, d2: int) -> None:
@@ -780,9 +789,13 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
     @staticmethod
     def _check_X(X: ArrayLike, name: str = "X") -> NDArray[np.float64]:
         arr = np.asarray(X) if not hasattr(X, "toarray") else X
+        if hasattr(arr, "toarray"):
+            raise TypeError(f"{name}: sparse input is not supported (a stack of matrices is a dense "
+                            f"3-D array), got {type(X).__name__}")
         if hasattr(arr, "ndim") and arr.ndim != 3:
             raise ValueError(f"{name} must be a 3-D array of matrices (n, d1, d2), "
-                             f"got shape {getattr(arr, 'shape', None)}")
+                             f"got shape {getattr(arr, 'shape', None)}. Reshape your data: "
+                             "X.reshape(n, d1, d2) for n flattened matrices")
         return check_array(X, name, ndim=3)
 
     # -- the two half-steps ---------------------------------------------------
@@ -833,7 +846,13 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         reset_fitted(self)
         Xa = self._check_X(X)
         n, d1, d2 = Xa.shape
+        if y is None:
+            raise ValueError("LowRankSMM requires y to be passed, but the target y is None")
         y_arr = np.asarray(y)
+        if y_arr.ndim == 2 and y_arr.shape[1] == 1:
+            warnings.warn("A column-vector y was passed when a 1d array was expected; it is raveled "
+                          "(shape (n,) expected)", DataConversionWarning, stacklevel=2)
+            y_arr = y_arr.ravel()
         if y_arr.ndim != 1:
             raise ValueError(f"y must be 1-D, got shape {y_arr.shape}")
         if y_arr.shape[0] != n:
@@ -842,9 +861,16 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             raise ValueError("y contains NaN or infinite values")
         if y_arr.dtype == object and any(v is None for v in y_arr):
             raise ValueError("y contains None; expected two distinct labels, one per matrix")
+        kind = type_of_target(y_arr, input_name="y")
+        if kind in ("continuous", "continuous-multioutput"):
+            raise ValueError(f"Unknown label type: {kind}; y must hold two class labels, "
+                             "not a continuous target")
         classes = np.unique(y_arr)
+        if classes.size > 2:
+            raise ValueError(f"Only binary classification is supported: y must hold exactly two classes, "
+                             f"got {classes.size} ({classes[:5]!r}; the type of the target is {kind})")
         if classes.size != 2:
-            raise ValueError(f"y must hold exactly two classes, got {classes.size}: {classes[:5]!r}")
+            raise ValueError(f"y must hold exactly two classes, got {classes.size} class: {classes!r}")
         self._check_params(d1, d2)
         kr = _check_kernel(self.row_kernel, "row_kernel")
         kc = _check_kernel(self.col_kernel, "col_kernel")
@@ -907,6 +933,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         self.n_iter_ = n_iter
         self.support_ = np.flatnonzero(beta)
         self.shape_ = (d1, d2)
+        self.n_features_in_ = d1 * d2
         self.X_fit_ = Xa
         return self
 
@@ -934,7 +961,9 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "dual_coef_")
         Xa = self._check_X(X)
         if Xa.shape[1:] != self.shape_:
-            raise ValueError(f"X holds {Xa.shape[1]} x {Xa.shape[2]} matrices but the model was "
+            raise ValueError(f"X has {Xa.shape[1] * Xa.shape[2]} features, but {type(self).__name__} is "
+                             f"expecting {self.shape_[0] * self.shape_[1]} features as input: X holds "
+                             f"{Xa.shape[1]} x {Xa.shape[2]} matrices but the model was "
                              f"fitted on {self.shape_[0]} x {self.shape_[1]} matrices")
         sv = self.support_
         Xs = self.X_fit_[sv]
