@@ -24,12 +24,17 @@ where :math:`W_r` and :math:`W_c` are orthogonal projectors of rank at most ``ra
 
 Without an intercept each dual is a box-constrained QP, solved exactly by
 :func:`solve_box_qp` (greedy coordinate descent, then an active-set finish on
-the face it found); with one it has an equality constraint: scikit-learn's
-``SVC(kernel="precomputed")`` finds the face and a Newton step on the face's
-KKT system makes the answer exact. The
-:math:`n \times n \times d \times d` block kernel is never stored: its tiles
-are computed from the data and contracted at once (memory
-:math:`O(n^2 + \text{tile})`).
+the face it found); with one it has an equality constraint: for a fixed
+intercept ``b`` the dual is again a box QP, and ``b`` is found by a root
+search (regula falsi, Illinois variant) on the slope :math:`\sum_i y_i\alpha_i(b)`
+of its optimal value, started at scikit-learn's ``SVC(kernel="precomputed")``;
+the dual returned is the combination of the two sides of the root with
+:math:`\sum_i y_i\alpha_i = 0`. The
+:math:`n \times n \times d \times d` block kernel of a side (rows or
+columns) is stored during a fit when it has at most ``2**24`` entries
+(128 MB) and the kernel is not linear; otherwise, and always in
+``decision_function``, its tiles are computed from the data and contracted
+at once (memory :math:`O(n^2 + \text{tile})`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning as ConvergenceWarning_sklearn
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_array, check_positive, check_random_state, reset_fitted
@@ -434,9 +441,16 @@ def _svm_with_intercept(K: NDArray[np.float64], y: NDArray[np.float64], C: float
             if side == -1:
                 s_lo *= 0.5
             side = -1
-    candidates = [(lo, a_lo), (hi, a_hi)]
-    values = [svm_objective(K, y, y * a, C, b) for b, a in candidates]
-    b, a = candidates[int(np.argmin(values))]
+    # The bracket has closed on the kink b* of V (to round-off, or after 200 steps): alpha(lo) and
+    # alpha(hi) are optimal duals on either side of it, with y'alpha > 0 and < 0. The dual of the SVM
+    # with intercept at b* is the combination of the two with y'alpha = 0 (the optimal set of the box
+    # QP at b* is convex and holds both, up to the bracket's width); its classifier is that of either
+    # end (the primal solution w(b) is continuous in b), and it satisfies the KKT condition
+    # sum_i y_i alpha_i = 0 that the ends do not.
+    t_lo, t_hi = float(y @ a_lo), float(y @ a_hi)        # the true slopes (Illinois halved the stored ones)
+    theta = t_hi / (t_hi - t_lo)                           # in (0, 1): theta t_lo + (1 - theta) t_hi = 0
+    a = theta * a_lo + (1.0 - theta) * a_hi
+    b = theta * lo + (1.0 - theta) * hi
     return y * a, float(b)
 
 
@@ -673,11 +687,14 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
     tol : float, default=1e-6
         Stop when an alternation lowers the objective by less than
         ``tol`` times its value.
-    init : {"svd", "random"}, default="svd"
+    init : {"svd", "random"} or tuple of two arrays, default="svd"
         ``"svd"``: solve the full-rank problem (:math:`W = I`, one SVM) and
         start from the top ``rank`` right singular vectors of its row and
         column coefficients; ``"random"``: random orthonormal factors (the
-        problem is not jointly convex and such starts can get stuck).
+        problem is not jointly convex and such starts can get stuck); a pair
+        ``(P_r, P_c)`` of arrays of shapes ``(d1, rank)`` and ``(d2, rank)``:
+        start from the projectors onto their column spaces (e.g. to resume the
+        alternation from a point found by another method).
     random_state : int, Generator or None, default=None
         Seed of ``init="random"``.
     verbose : bool, default=False
@@ -688,7 +705,8 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
     classes_ : ndarray of shape (2,)
         The labels; ``classes_[1]`` is the positive class.
     dual_coef_ : ndarray of shape (n,)
-        :math:`\gamma = y \circ \alpha` of the final C-step (``y`` in {-1, +1}).
+        :math:`\gamma = y \circ \alpha` of the final C-step's dual (``y`` in
+        {-1, +1}); with ``fit_intercept`` it satisfies :math:`\sum_i\gamma_i = 0`.
     intercept_ : float
         ``b`` (0 without ``fit_intercept``).
     row_projection_ : ndarray of shape (d1, d1)
@@ -706,6 +724,8 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         Indices of the training matrices with :math:`\alpha_i > 0`.
     shape_ : tuple of int
         ``(d1, d2)``.
+    n_features_in_ : int
+        ``d1 * d2``, the number of entries of one matrix.
 
     Examples
     --------
@@ -735,6 +755,11 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    def __sklearn_tags__(self):  # noqa: D105 - scikit-learn's estimator tags
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False          # a binary classifier
+        return tags
+
     # -- validation ---------------------------------------------------------
     def _check_params(self, d1: int, d2: int) -> None:
         if isinstance(self.rank, bool) or not isinstance(self.rank, Integral):
@@ -749,16 +774,30 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
                 or self.max_iter < 0:
             raise ValueError(f"max_iter must be an integer >= 0, got {self.max_iter!r}")
         check_positive(self.tol, "tol", strict=False)
-        if self.init not in ("svd", "random"):
-            raise ValueError(f"init must be 'svd' or 'random', got {self.init!r}")
+        if isinstance(self.init, tuple):
+            if len(self.init) != 2:
+                raise ValueError(f"init as a tuple must hold two arrays (P_r, P_c), got {len(self.init)} items")
+            for name, P0, d in (("init[0]", self.init[0], d1), ("init[1]", self.init[1], d2)):
+                arr = check_array(P0, name)
+                if arr.shape != (d, self.rank):
+                    raise ValueError(f"{name} must have shape ({d}, {self.rank}) (rank={self.rank}), "
+                                     f"got {arr.shape}")
+                if _orthonormal(arr).shape[1] != self.rank:
+                    raise ValueError(f"{name} must have full column rank {self.rank}")
+        elif not isinstance(self.init, str) or self.init not in ("svd", "random"):
+            raise ValueError(f"init must be 'svd', 'random' or a pair of arrays (P_r, P_c), got {self.init!r}")
         check_bool(self.fit_intercept, "fit_intercept")
 
     @staticmethod
     def _check_X(X: ArrayLike, name: str = "X") -> NDArray[np.float64]:
         arr = np.asarray(X) if not hasattr(X, "toarray") else X
+        if hasattr(arr, "toarray"):
+            raise TypeError(f"{name}: sparse input is not supported (a stack of matrices is a dense "
+                            f"3-D array), got {type(X).__name__}")
         if hasattr(arr, "ndim") and arr.ndim != 3:
             raise ValueError(f"{name} must be a 3-D array of matrices (n, d1, d2), "
-                             f"got shape {getattr(arr, 'shape', None)}")
+                             f"got shape {getattr(arr, 'shape', None)}. Reshape your data: "
+                             "X.reshape(n, d1, d2) for n flattened matrices")
         return check_array(X, name, ndim=3)
 
     # -- the two half-steps ---------------------------------------------------
@@ -810,16 +849,31 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         reset_fitted(self)
         Xa = self._check_X(X)
         n, d1, d2 = Xa.shape
+        if y is None:
+            raise ValueError("LowRankSMM requires y to be passed, but the target y is None")
         y_arr = np.asarray(y)
+        if y_arr.ndim == 2 and y_arr.shape[1] == 1:
+            warnings.warn("A column-vector y was passed when a 1d array was expected; it is raveled "
+                          "(shape (n,) expected)", DataConversionWarning, stacklevel=2)
+            y_arr = y_arr.ravel()
         if y_arr.ndim != 1:
             raise ValueError(f"y must be 1-D, got shape {y_arr.shape}")
         if y_arr.shape[0] != n:
             raise ValueError(f"X and y must have the same number of samples, got {n} and {y_arr.shape[0]}")
         if y_arr.dtype.kind == "f" and not np.all(np.isfinite(y_arr)):
             raise ValueError("y contains NaN or infinite values")
+        if y_arr.dtype == object and any(v is None for v in y_arr):
+            raise ValueError("y contains None; expected two distinct labels, one per matrix")
+        kind = type_of_target(y_arr, input_name="y")
+        if kind in ("continuous", "continuous-multioutput"):
+            raise ValueError(f"Unknown label type: {kind}; y must hold two class labels, "
+                             "not a continuous target")
         classes = np.unique(y_arr)
+        if classes.size > 2:
+            raise ValueError(f"Only binary classification is supported: y must hold exactly two classes, "
+                             f"got {classes.size} ({classes[:5]!r}; the type of the target is {kind})")
         if classes.size != 2:
-            raise ValueError(f"y must hold exactly two classes, got {classes.size}: {classes[:5]!r}")
+            raise ValueError(f"y must hold exactly two classes, got {classes.size} class: {classes!r}")
         self._check_params(d1, d2)
         kr = _check_kernel(self.row_kernel, "row_kernel")
         kc = _check_kernel(self.col_kernel, "col_kernel")
@@ -828,7 +882,10 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         r = int(self.rank)
 
         sides = (_Side(kr, Xr), _Side(kc, Xc))
-        if self.init == "svd":
+        if isinstance(self.init, tuple):
+            Ur, Uc = (_orthonormal(check_array(P0, "init")) for P0 in self.init)
+            beta0 = None
+        elif self.init == "svd":
             beta0, _, _ = self._c_step(sides, np.eye(d1), np.eye(d2), ys, None)
             Ur, Uc = (self._svd_start(side, beta0, r) for side in sides)
         else:
@@ -849,12 +906,22 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             objective.append(obj)
             if self.verbose:
                 print(f"LowRankSMM: alternation {n_iter}: objective {obj:.6g}")
-            if objective[-3] - obj <= float(self.tol) * max(abs(obj), np.finfo(float).tiny):
+            change = objective[-3] - obj
+            # Each half-step solves its convex problem exactly, so the objective cannot rise beyond
+            # the round-off of the QP solutions (about 1e-10 of it): a larger rise is a failure of a
+            # solver, never convergence.
+            if change < -1e-8 * max(abs(objective[-3]), np.finfo(float).tiny):
+                warnings.warn(
+                    f"LowRankSMM: alternation {n_iter} raised the objective from {objective[-3]:.10g} "
+                    f"to {obj:.10g} (beyond round-off): a half-step was not solved exactly; stopping",
+                    ConvergenceWarning, stacklevel=2)
+                break
+            if change <= float(self.tol) * max(abs(obj), np.finfo(float).tiny):
                 converged = True
                 break
         else:
             n_iter = int(self.max_iter)
-        if not converged:
+        if not converged and objective[-3] - objective[-1] >= 0:
             warnings.warn(
                 f"LowRankSMM did not converge in max_iter={self.max_iter} alternations "
                 f"(last decrease {objective[-3] - objective[-1]:.3g}); raise max_iter",
@@ -869,6 +936,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         self.n_iter_ = n_iter
         self.support_ = np.flatnonzero(beta)
         self.shape_ = (d1, d2)
+        self.n_features_in_ = d1 * d2
         self.X_fit_ = Xa
         return self
 
@@ -896,7 +964,9 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "dual_coef_")
         Xa = self._check_X(X)
         if Xa.shape[1:] != self.shape_:
-            raise ValueError(f"X holds {Xa.shape[1]} x {Xa.shape[2]} matrices but the model was "
+            raise ValueError(f"X has {Xa.shape[1] * Xa.shape[2]} features, but {type(self).__name__} is "
+                             f"expecting {self.shape_[0] * self.shape_[1]} features as input: X holds "
+                             f"{Xa.shape[1]} x {Xa.shape[2]} matrices but the model was "
                              f"fitted on {self.shape_[0]} x {self.shape_[1]} matrices")
         sv = self.support_
         Xs = self.X_fit_[sv]

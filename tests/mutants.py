@@ -296,6 +296,31 @@ MUTANTS: list[Mutant] = [
         "             + _projected(kc, np.ascontiguousarray(Xa),\n",
         "LowRankSMM.decision_function / predict",
     ),
+    Mutant(
+        "smm_decision_no_intercept",
+        "decision_function drops the intercept b (fits with fit_intercept=True predict without it)",
+        "smm.py",
+        "        return G @ self.dual_coef_[sv] + self.intercept_\n",
+        "        return G @ self.dual_coef_[sv]\n",
+        "LowRankSMM.decision_function / predict (with intercept)",
+    ),
+    Mutant(
+        "smm_svd_start_bottom",
+        "SVD start from the bottom r eigenvectors of A^T A instead of the top r",
+        "smm.py",
+        "        return evecs[:, ::-1][:, :r].copy()\n",
+        "        return evecs[:, :r].copy()\n",
+        "LowRankSMM (init='svd')",
+    ),
+    Mutant(
+        "smm_pstep_features_unscaled",
+        "P-step features (C^T C)^{-1} C^T Phi(X_i) instead of (C^T C)^{-1/2} C^T Phi(X_i): the P-step "
+        "solves the SVM of another problem",
+        "smm.py",
+        '            feats.append(np.einsum("kj,ijq->ikq", inv_half, V).reshape(len(y), -1))\n',
+        '            feats.append(np.einsum("kj,ijq->ikq", inv, V).reshape(len(y), -1))\n',
+        "LowRankSMM (P-step)",
+    ),
 ]
 
 
