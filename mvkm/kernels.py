@@ -3,7 +3,10 @@ r"""Kernel functions and the centering of Gram matrices.
 Every kernel is a small callable object: ``k(X, Y=None)`` returns the Gram
 matrix :math:`[k(x_i, y_j)]_{ij}` of shape ``(len(X), len(Y))`` (``Y=None``
 means ``Y = X``). Distances are computed with one matrix product (GEMM),
-:math:`\|x-y\|^2 = \|x\|^2 + \|y\|^2 - 2 x^\top y`, never with Python loops.
+:math:`\|x-y\|^2 = \|x\|^2 + \|y\|^2 - 2 x^\top y`, never with Python loops,
+on data shifted to the middle of their bounding box (the same shift for both
+arguments): the expansion's round-off is then relative to the spread of the data,
+not to its distance from the origin.
 
 Centering in feature space, :math:`\phi_c(x) = \phi(x) - \frac1n\sum_i \phi(x_i)`,
 is done on the Gram matrix in :math:`O(n^2)` by subtracting row and column
@@ -52,7 +55,7 @@ __all__ = [
 #: Set by :func:`upper_gram`: symmetric tiled Gram matrices skip their mirrored tiles.
 _UPPER_ONLY: ContextVar[bool] = ContextVar("mvkm_upper_only", default=False)
 
-_CANCELLATION_RATIO = 1e-6
+_CANCELLATION_RATIO = 1e-4
 _REFINE_CHUNK = 1 << 15
 # Tiles of 512 x 512 (2 MiB): each is finished while it sits in cache.
 _TILE = 512
@@ -117,6 +120,31 @@ def _row_norms(X: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.einsum("ij,ij->i", X, X)
 
 
+def _shift_to_middle(X: NDArray[np.float64], Y: NDArray[np.float64] | None
+                     ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+    r"""``X - c`` and ``Y - c`` with ``c`` the midpoint of the bounding box of both (one shift).
+
+    Distances do not depend on the origin, but the expansion
+    :math:`\|x\|^2 + \|y\|^2 - 2 x^\top y` has an absolute round-off of about
+    :math:`\varepsilon (\|x\|^2 + \|y\|^2)`: far from the origin (data at
+    :math:`10^8`) it cancels every digit. Around ``c`` every coordinate is at most
+    half the data's range, so the round-off is relative to the spread of the
+    data, not to its offset. ``c = (max + min) / 2`` per column is computed as
+    ``max/2 + min/2`` (never overflows) and ``|x - c| <= (max - min) / 2 <= max|x|``,
+    so the shift cannot overflow either. Cost: two reductions and one
+    subtraction of an ``n x d`` array.
+    """
+    hi = X.max(axis=0)
+    lo = X.min(axis=0)
+    if Y is not None:
+        np.maximum(hi, Y.max(axis=0), out=hi)
+        np.minimum(lo, Y.min(axis=0), out=lo)
+    c = 0.5 * hi + 0.5 * lo
+    if not np.any(c):
+        return X, Y
+    return X - c, None if Y is None else Y - c
+
+
 def _squared_distances(X: NDArray[np.float64], Y: NDArray[np.float64] | None, *,
                        refine: bool, post=None) -> NDArray[np.float64]:
     r"""Squared distances of validated inputs (``Y is None``: ``X`` to itself), tile by tile.
@@ -152,12 +180,15 @@ def squared_distances(X: ArrayLike, Y: ArrayLike | None = None) -> NDArray[np.fl
     tile (each tile's product and element-wise passes run in cache), and when
     ``Y`` is ``None`` only the tiles on and above the diagonal are computed.
 
-    The expansion loses relative accuracy when :math:`\|x_i - y_j\|^2` is tiny
-    compared with :math:`\|x_i\|^2 + \|y_j\|^2` (its absolute round-off is about
+    Both arguments are first shifted by the same vector, the midpoint of their
+    bounding box, so that an offset of the data (points near :math:`10^8`)
+    does not enter the norms. The expansion still loses relative accuracy when
+    :math:`\|x_i - y_j\|^2` is tiny compared with :math:`\|x_i\|^2 + \|y_j\|^2`
+    (norms after the shift; its absolute round-off is about
     :math:`\varepsilon (\|x_i\|^2 + \|y_j\|^2)`). Entries with
-    :math:`D_{ij} < 10^{-6} (\|x_i\|^2 + \|y_j\|^2)` (near-duplicate points) are
+    :math:`D_{ij} < 10^{-4} (\|x_i\|^2 + \|y_j\|^2)` (near-duplicate points) are
     therefore recomputed directly as :math:`\sum_k (x_{ik} - y_{jk})^2`, so every
-    entry has a relative error of order :math:`10^{6}\varepsilon` at worst; without
+    entry has a relative error of order :math:`10^{4}\varepsilon` at worst; without
     this, a point passed both as ``X`` and ``Y`` would get a distance of order
     :math:`\sqrt{\varepsilon}\,\|x\|` to itself under a square root (Laplacian).
 
@@ -170,7 +201,7 @@ def squared_distances(X: ArrayLike, Y: ArrayLike | None = None) -> NDArray[np.fl
     -------
     D : ndarray of shape (n, m)
     """
-    return _squared_distances(*_check_pair(X, Y), refine=True)
+    return _squared_distances(*_shift_to_middle(*_check_pair(X, Y)), refine=True)
 
 
 def _check_pair(X: ArrayLike, Y: ArrayLike | None) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
@@ -318,6 +349,7 @@ class RBF(_RadialKernel):
     """
 
     def _gram(self, X, Y):
+        X, Y = _shift_to_middle(X, Y)   # the expansion below is exact only near the origin
         rescale, s = self._needs_rescaling(X, Y, self.sigma)
         if rescale:
             return self._gram_rescaled(X, Y, s)
@@ -357,6 +389,7 @@ class Laplacian(_RadialKernel):
     _DIVISOR = 1.0
 
     def _gram(self, X, Y):
+        X, Y = _shift_to_middle(X, Y)
         rescale, s = self._needs_rescaling(X, Y, 1.0)
         if rescale:
             return self._gram_rescaled(X, Y, s)

