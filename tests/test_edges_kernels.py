@@ -106,3 +106,67 @@ def test_origin_dependent_kernels_are_accurate_relative_to_their_size(kernel, of
         size = (np.linalg.norm(A, axis=1)[:, None] * np.linalg.norm(B, axis=1)[None, :] + c) ** p
         K = kernel(A) if A is B else kernel(A, B)
         assert np.max(np.abs((K - exact).astype(float)) / size) < 1e-13
+
+
+# ---------------------------------------------------------------------------
+# item 4: the Stiefel solver reports only the convergence it reached
+
+
+def _spd(n: int, seed: int) -> np.ndarray:
+    M = np.random.default_rng(seed).normal(size=(n, n))
+    return M @ M.T / n
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e-150, 1e-100, 1e-50, 1e50, 1e150])
+@pytest.mark.parametrize("method", ["cayley-bb", "cayley-adam"])
+def test_maximize_trace_is_scale_invariant(scale, method):
+    # before: B * 1e-200 "converged" at iteration 0 (the squared norms underflow
+    # to 0), and 1e+-50 did not converge (step sizes clamped at 1e+-20)
+    from mvkm.stiefel import maximize_trace
+
+    B = _spd(30, 0)
+    lam = np.linalg.eigvalsh(B)[::-1][:3]
+    kw = {} if method == "cayley-bb" else {"tol": 1e-5, "max_iter": 3000}
+    with time_bound(20), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        A, hist = maximize_trace(B * scale, 3, method=method, random_state=0,
+                                 return_history=True, **kw)
+    assert hist["converged"] and hist["n_iter"] > 0
+    rtol = 1e-12 if method == "cayley-bb" else 1e-6
+    np.testing.assert_allclose(np.diag(hist["Gamma"]) / scale, lam, rtol=rtol)
+    np.testing.assert_allclose(np.diag(A.T @ (B @ A)), lam, rtol=rtol)
+
+
+@pytest.mark.parametrize("tol", [0.0, -1e-3, 1.0, 2.0, np.inf, np.nan])
+def test_maximize_trace_rejects_a_tolerance_outside_0_1(tol):
+    from mvkm.stiefel import maximize_trace
+
+    with pytest.raises(ValueError, match="tol"):
+        maximize_trace(np.diag([3.0, 2.0, 1.0]), 1, tol=tol)
+
+
+@pytest.mark.parametrize("start, s", [(3, 1), (2, 1), (1, 1), ([2, 3], 2), ([1, 3], 2)])
+def test_maximize_trace_does_not_stop_at_a_saddle(start, s):
+    # an exact eigenvector start has zero gradient; before: "converged" at trace
+    # 0.5 of an optimum 3
+    from mvkm.stiefel import maximize_trace
+
+    lam = np.array([3.0, 2.0, 1.0, 0.5])
+    A0 = np.eye(4)[:, np.atleast_1d(start)]
+    with time_bound(10):
+        A, hist = maximize_trace(np.diag(lam), s, A0=A0, return_history=True)
+    assert hist["converged"]
+    np.testing.assert_allclose(np.trace(hist["Gamma"]), lam[:s].sum(), rtol=1e-12)
+
+
+def test_stiefel_rkm_at_1e_minus_100_matches_the_eigensolver():
+    from mvkm.rkm import MultiViewRKM
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    Y = X[:, :2] @ rng.normal(size=(2, 3)) + 0.3 * rng.normal(size=(60, 3))
+    with time_bound(20):
+        ref = MultiViewRKM(2).fit([X, Y]).eigenvalues_
+        model = MultiViewRKM(2, solver="stiefel", random_state=0).fit([X * 1e-100, Y * 1e-100])
+    assert model.stiefel_history_["converged"] and model.stiefel_history_["n_iter"] > 0
+    np.testing.assert_allclose(model.eigenvalues_, ref * 1e-200, rtol=1e-10)
