@@ -170,3 +170,114 @@ def test_stiefel_rkm_at_1e_minus_100_matches_the_eigensolver():
         model = MultiViewRKM(2, solver="stiefel", random_state=0).fit([X * 1e-100, Y * 1e-100])
     assert model.stiefel_history_["converged"] and model.stiefel_history_["n_iter"] > 0
     np.testing.assert_allclose(model.eigenvalues_, ref * 1e-200, rtol=1e-10)
+
+
+# ---------------------------------------------------------------------------
+# item 5: MultiViewKPLS checks that its kernels are positive semi-definite
+
+
+class _Tanh(Kernel):
+    """The sigmoid 'kernel' tanh(2 x^T y - 1): not positive semi-definite."""
+
+    def _gram(self, X, Y):
+        return np.tanh(2.0 * X @ (X if Y is None else Y).T - 1.0)
+
+
+class _Table(Kernel):
+    """A fixed Gram matrix indexed by the (integer) first column: Q diag(mu) Q^T."""
+
+    def __init__(self, M):
+        self.M = M
+
+    def _gram(self, X, Y):
+        Y = X if Y is None else Y
+        return self.M[np.ix_(X[:, 0].astype(int), Y[:, 0].astype(int))]
+
+    def __repr__(self):
+        return "_Table()"
+
+
+def _kpls_views(N: int = 800):
+    rng = np.random.default_rng(0)
+    X1 = rng.normal(size=(N, 3))
+    return [X1, X1[:, :2] + 0.5 * rng.normal(size=(N, 2))]
+
+
+@pytest.mark.parametrize("solver", ["auto", "lanczos", "dense"])
+def test_kpls_names_the_view_with_an_indefinite_kernel(solver):
+    # before: Lanczos (and "auto" at V N = 1600) returned wrong eigenvalues without a
+    # word; "dense" raised "A must be positive semi-definite" (an internal name)
+    from mvkm.kpls import MultiViewKPLS
+
+    with time_bound(20), pytest.raises(ValueError, match=r"view 0 \(_Tanh\(\)\) is not positive semi-definite"):
+        MultiViewKPLS(2, kernels=[_Tanh(), RBF(1.0)], solver=solver, random_state=0).fit(_kpls_views())
+
+
+@pytest.mark.parametrize("solver", ["lanczos", "dense"])
+def test_kpls_finds_a_negative_eigenvalue_behind_a_positive_diagonal(solver):
+    # diagonal ~ 1 and small off-diagonal entries, one eigenvalue -1: only the
+    # spectrum (all of it, or the probe's Ritz values) shows it
+    from mvkm.kpls import MultiViewKPLS
+
+    N = 800
+    rng = np.random.default_rng(1)
+    Q, _ = np.linalg.qr(rng.normal(size=(N, N)))
+    mu = rng.uniform(0.5, 1.5, N)
+    mu[0] = -1.0
+    M = (Q * mu) @ Q.T
+    views = [rng.normal(size=(N, 2)), np.arange(N, dtype=float)[:, None]]
+    with time_bound(20), pytest.raises(ValueError, match=r"view 1 \(_Table\(\)\) is not positive semi-definite"):
+        MultiViewKPLS(2, kernels=[RBF(1.0), _Table(M)], solver=solver, center=False,
+                      random_state=0).fit(views)
+
+
+def _omega_reference(Xs, kernel, k):
+    """Top eigenvalues of Omega = E D from LAPACK's general eigensolver (real spectrum)."""
+    Ks = [center_gram(kernel(X)) for X in Xs]
+    V, N = len(Ks), Ks[0].shape[0]
+    D = np.zeros((V * N, V * N))
+    for v, K in enumerate(Ks):
+        D[v * N:(v + 1) * N, v * N:(v + 1) * N] = K
+    E = np.kron(np.ones((V, V)) - np.eye(V), np.eye(N))
+    return np.sort(np.linalg.eigvals(E @ D).real)[::-1][:k]
+
+
+@pytest.mark.parametrize("solver", ["lanczos", "dense"])
+@pytest.mark.parametrize("scale", [1e-75, 1.0, 1e75])
+@pytest.mark.parametrize("kernel", [Linear(), RBF(1.0), RBF(1e3)], ids=repr)
+def test_kpls_routes_on_hard_spectra(kernel, scale, solver):
+    # Linear on 3 + 3 columns: Omega has rank 6 (3 positive eigenvalues, k = 3: rank
+    # at the limit); kernels at 1e+-150 (data at 1e+-75); a wide RBF, whose centred
+    # kernel has eigenvalues ~1e-4 over round-off ~1e-13 of the uncentred one.
+    # Right eigenvalues or a clear error, no warning. Before: Lanczos said "Omega is
+    # zero" at 1e-75 and warned and fell back to the dense route on the rank-6 problem.
+    from mvkm.kpls import MultiViewKPLS
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    Y = X[:, :2] @ rng.normal(size=(2, 3)) + 0.3 * rng.normal(size=(120, 3))
+    Xs = [X * scale, Y * scale]
+    model = MultiViewKPLS(3, kernels=kernel, solver=solver, random_state=0)
+    with time_bound(20), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        if isinstance(kernel, RBF) and scale == 1e-75:
+            # the kernel is the all-ones matrix to round-off: the centred one is zero
+            with pytest.raises(ValueError, match="zero|positive eigenvalues"):
+                model.fit(Xs)
+            return
+        lam = model.fit(Xs).eigenvalues_
+    ref = _omega_reference(Xs, kernel, 3)
+    # eigenvalues far below the uncentred kernel (RBF(1e3): 1e-6 of it) carry its round-off
+    raw = max(np.abs(kernel(X)).max() for X in Xs)
+    np.testing.assert_allclose(lam, ref, rtol=1e-9, atol=1e-12 * raw)
+
+
+def test_kpls_more_components_than_positive_eigenvalues_is_a_clear_error():
+    from mvkm.kpls import MultiViewKPLS
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    Y = X[:, :2] @ rng.normal(size=(2, 3)) + 0.3 * rng.normal(size=(120, 3))
+    for solver in ("lanczos", "dense"):
+        with time_bound(20), pytest.raises(ValueError, match="larger than the number of positive"):
+            MultiViewKPLS(4, kernels=Linear(), solver=solver, random_state=0).fit([X, Y])
