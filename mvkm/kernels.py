@@ -4,9 +4,9 @@ Every kernel is a small callable object: ``k(X, Y=None)`` returns the Gram
 matrix :math:`[k(x_i, y_j)]_{ij}` of shape ``(len(X), len(Y))`` (``Y=None``
 means ``Y = X``). Distances are computed with one matrix product (GEMM),
 :math:`\|x-y\|^2 = \|x\|^2 + \|y\|^2 - 2 x^\top y`, never with Python loops,
-on data shifted to the middle of their bounding box (the same shift for both
-arguments): the expansion's round-off is then relative to the spread of the data,
-not to its distance from the origin.
+on data shifted by a coordinate-wise median of the reference points (the same
+shift for both arguments): the expansion's round-off is then relative to the
+spread of the data, not to its distance from the origin.
 
 Centering in feature space, :math:`\phi_c(x) = \phi(x) - \frac1n\sum_i \phi(x_i)`,
 is done on the Gram matrix in :math:`O(n^2)` by subtracting row and column
@@ -120,29 +120,42 @@ def _row_norms(X: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.einsum("ij,ij->i", X, X)
 
 
+#: Rows of the sample whose coordinate-wise median is the shift of the distance computations.
+_SHIFT_SAMPLE = 1024
+
+
 def _shift_to_middle(X: NDArray[np.float64], Y: NDArray[np.float64] | None
                      ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
-    r"""``X - c`` and ``Y - c`` with ``c`` the midpoint of the bounding box of both (one shift).
+    r"""``X - c`` and ``Y - c`` with ``c`` a coordinate-wise median of the reference points.
 
     Distances do not depend on the origin, but the expansion
     :math:`\|x\|^2 + \|y\|^2 - 2 x^\top y` has an absolute round-off of about
     :math:`\varepsilon (\|x\|^2 + \|y\|^2)`: far from the origin (data at
-    :math:`10^8`) it cancels every digit. Around ``c`` every coordinate is at most
-    half the data's range, so the round-off is relative to the spread of the
-    data, not to its offset. ``c = (max + min) / 2`` per column is computed as
-    ``max/2 + min/2`` (never overflows) and ``|x - c| <= (max - min) / 2 <= max|x|``,
-    so the shift cannot overflow either. Cost: two reductions and one
-    subtraction of an ``n x d`` array.
+    :math:`10^8`) it cancels every digit. After the shift the round-off of the
+    pair :math:`(x_i, y_j)` is :math:`\varepsilon (\|x_i - c\|^2 + \|y_j - c\|^2)`,
+    relative to the spread of the data, not to their offset. The reference
+    points are ``Y`` (the training points of test rows ``K(X_test, X)``), or
+    ``X`` when ``Y`` is None; ``c`` is the coordinate-wise median of at most
+    ``_SHIFT_SAMPLE`` of their rows (evenly strided), so that a few outliers do
+    not move it (a midpoint or a mean would: one point at :math:`10^{200}`
+    would cost every other pair its digits). Points far from ``c`` keep the
+    accuracy they had: a pair close to each other but far from ``c`` is no
+    worse off than without the shift. If the shift overflows (data near
+    :math:`\pm 10^{308}` on both sides) the data are used unshifted. Cost: a
+    median of at most 1024 rows and one subtraction of each array.
     """
-    hi = X.max(axis=0)
-    lo = X.min(axis=0)
-    if Y is not None:
-        np.maximum(hi, Y.max(axis=0), out=hi)
-        np.minimum(lo, Y.min(axis=0), out=lo)
-    c = 0.5 * hi + 0.5 * lo
+    R = X if Y is None else Y
+    step = max(1, R.shape[0] // _SHIFT_SAMPLE)
+    c = np.median(R[::step], axis=0)
     if not np.any(c):
         return X, Y
-    return X - c, None if Y is None else Y - c
+    with np.errstate(over="ignore", invalid="ignore"):
+        Xs = X - c
+        Ys = None if Y is None else Y - c
+        finite = np.isfinite(Xs.sum()) and (Ys is None or np.isfinite(Ys.sum()))
+    if not finite:
+        return X, Y
+    return Xs, Ys
 
 
 def _squared_distances(X: NDArray[np.float64], Y: NDArray[np.float64] | None, *,
@@ -180,9 +193,9 @@ def squared_distances(X: ArrayLike, Y: ArrayLike | None = None) -> NDArray[np.fl
     tile (each tile's product and element-wise passes run in cache), and when
     ``Y`` is ``None`` only the tiles on and above the diagonal are computed.
 
-    Both arguments are first shifted by the same vector, the midpoint of their
-    bounding box, so that an offset of the data (points near :math:`10^8`)
-    does not enter the norms. The expansion still loses relative accuracy when
+    Both arguments are first shifted by the same vector, a coordinate-wise
+    median of ``Y`` (or of ``X`` when ``Y`` is None), so that an offset of the
+    data (points near :math:`10^8`) does not enter the norms. The expansion still loses relative accuracy when
     :math:`\|x_i - y_j\|^2` is tiny compared with :math:`\|x_i\|^2 + \|y_j\|^2`
     (norms after the shift; its absolute round-off is about
     :math:`\varepsilon (\|x_i\|^2 + \|y_j\|^2)`). Entries with
@@ -293,8 +306,9 @@ class _RadialKernel(Kernel):
     r"""A kernel of the distance :math:`\|x - y\|` with a length scale ``sigma``, equal to 1 at 0.
 
     Inputs so large (or ``sigma`` so small) that :math:`\|x\|^2 / \sigma^2` would
-    overflow are handled by scaling first: with :math:`s = \max|x_{ij}|`, the
-    distances of :math:`x / s` are computed and the exponent
+    overflow are handled by scaling first: with :math:`s` a little above
+    :math:`10^{-150}\max|x_{ij}|` (as small as overflow allows, so that small
+    distances do not underflow), the distances of :math:`x / s` are computed and the exponent
     :math:`\|x - y\|^p / (c\,\sigma^p)` is assembled in logarithms,
     :math:`\exp(\log(\|x/s - y/s\|^p / c) + p \log(s / \sigma))`, which is
     finite or overflows to :math:`+\infty` (a kernel value of exactly 0), never NaN.
@@ -317,7 +331,14 @@ class _RadialKernel(Kernel):
 
     def _gram_rescaled(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None,
                        s: float) -> NDArray[np.float64]:
-        """The Gram matrix through the distances of ``X / s`` and the exponent in logarithms."""
+        """The Gram matrix through the distances of ``X / s'`` and the exponent in logarithms.
+
+        ``s = max|x_ij|``; the divisor ``s'`` is the smallest that keeps the squared
+        norms a factor 4 below the overflow guard, not ``s`` itself: dividing by
+        ``s`` would make the distance of two ordinary points next to one at
+        :math:`10^{200}` underflow to 0 (a kernel value of 1).
+        """
+        s = s * 2.0 * np.sqrt(4.0 * X.shape[1] / _OVERFLOW_GUARD)
         log_scale = self._POWER * (np.log(s) - np.log(self.sigma))
         half_power = 0.5 * self._POWER
         log_div = np.log(self._DIVISOR)

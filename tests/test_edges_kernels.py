@@ -68,6 +68,20 @@ def test_radial_kernels_do_not_depend_on_an_offset(kernel, offset):
         assert np.abs(D - D0).max() < 1e-12 * D0.max()
 
 
+@pytest.mark.parametrize("outlier", [1e10, 1e200])
+@pytest.mark.parametrize("kernel", RADIAL, ids=repr)
+def test_an_outlier_does_not_cost_the_other_points_their_digits(kernel, outlier):
+    # the shift is a median (robust), and the overflow rescaling divides by as
+    # little as it can: a point at 1e200 once made every other distance underflow
+    # to 0 (kernel value 1), and a shift to a midpoint or mean would cancel them
+    X = np.random.default_rng(5).normal(size=(40, 3)) + 1e6
+    F = np.vstack([X, np.full((1, 3), outlier)])
+    ref = kernel(X - 1e6)
+    assert np.abs(kernel(F)[:40, :40] - ref).max() < 1e-12
+    assert np.abs(kernel(X, F)[:, :40] - ref).max() < 1e-12
+    assert np.abs(kernel(F, X)[:40] - ref).max() < 1e-12
+
+
 def test_the_issue_example():
     rng = np.random.default_rng(0)
     X = 1e8 + rng.normal(size=(5, 2))
@@ -281,3 +295,35 @@ def test_kpls_more_components_than_positive_eigenvalues_is_a_clear_error():
     for solver in ("lanczos", "dense"):
         with time_bound(20), pytest.raises(ValueError, match="larger than the number of positive"):
             MultiViewKPLS(4, kernels=Linear(), solver=solver, random_state=0).fit([X, Y])
+
+
+# ---------------------------------------------------------------------------
+# item 6 (KernelPPCA part): finite input, finite score or a clear error
+
+
+@pytest.mark.parametrize("formulation", ["dual", "primal"])
+def test_kernel_ppca_score_samples_far_away(formulation):
+    # before: [nan] for a point at 1e200 (inf - inf in the residual)
+    from mvkm.ppca import KernelPPCA
+
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    model = KernelPPCA(2, formulation=formulation).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match="not representable in float64"):
+            model.score_samples(np.full((1, 3), 1e200))
+        with pytest.raises(ValueError, match=r"row 1 first"):
+            model.score_samples(np.vstack([X[:1], np.full((1, 3), 1e300)]))
+        near = model.score_samples(np.full((1, 3), 1e150))     # about -1.7e300: finite
+    assert np.isfinite(near).all() and near[0] < -1e299
+    other = KernelPPCA(2, formulation="dual" if formulation == "primal" else "primal").fit(X)
+    np.testing.assert_allclose(near, other.score_samples(np.full((1, 3), 1e150)), rtol=1e-10)
+
+
+def test_kernel_ppca_rbf_score_of_a_far_point_is_finite():
+    from mvkm.ppca import KernelPPCA
+
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    model = KernelPPCA(2, kernel=RBF(1.0)).fit(X)
+    far = model.score_samples(np.array([[1e200, 1e200, 1e200], [1e3, 0.0, 0.0]]))
+    assert np.isfinite(far).all() and far[0] == pytest.approx(far[1], rel=1e-12)
