@@ -327,3 +327,76 @@ def test_kernel_ppca_rbf_score_of_a_far_point_is_finite():
     model = KernelPPCA(2, kernel=RBF(1.0)).fit(X)
     far = model.score_samples(np.array([[1e200, 1e200, 1e200], [1e3, 0.0, 0.0]]))
     assert np.isfinite(far).all() and far[0] == pytest.approx(far[1], rel=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# item 8: matfree_top_eigh stops at the attainable floor, and shows progress
+
+
+def _lapack_top(X, kernel, s):
+    return np.linalg.eigvalsh(center_gram(kernel(X)))[::-1][:s]
+
+
+def test_matfree_stops_when_the_residuals_stagnate_at_round_off():
+    # RBF(3000) on unit-scale data: theta_1 ~ 2e-4, the products' round-off
+    # n eps ~ 2e-13 is above tol * theta_1 = 2e-14. Before: 100 iterations
+    # (200 products; 11 s at n = 2000, hours at n = 1e5), then a max_iter warning.
+    from mvkm.linalg import ConvergenceWarning
+    from mvkm.matfree import matfree_top_eigh
+
+    X = np.random.default_rng(0).normal(size=(1000, 5))
+    with time_bound(15), pytest.warns(ConvergenceWarning, match="stagnated"):
+        lam, V, info = matfree_top_eigh(X, RBF(3000.0), 5, return_info=True)
+    assert info["n_products"] <= 20
+    ref = _lapack_top(X, RBF(3000.0), 5)
+    assert np.abs(lam - ref).max() < 1e-9 * ref[0]
+    Kc = center_gram(RBF(3000.0)(X))
+    assert np.linalg.norm(Kc @ V - V * lam, axis=0).max() < 1e-8 * ref[0]
+
+
+_CIRCLE = np.c_[np.cos(np.arange(400) * 2 * np.pi / 400), np.sin(np.arange(400) * 2 * np.pi / 400)]
+
+
+@pytest.mark.parametrize("name, X, kernel, s", [
+    ("repeated (circulant: pairs)", _CIRCLE, RBF(0.5), 5),
+    ("rank 2 below s = 4", np.random.default_rng(1).normal(size=(600, 2)), Linear(), 4),
+    ("kernel at 1e-150", np.random.default_rng(2).normal(size=(600, 3)) * 1e-75, Linear(), 2),
+    ("kernel at 1e+150", np.random.default_rng(3).normal(size=(600, 3)) * 1e75, Linear(), 2),
+    ("offset 1e8", np.random.default_rng(4).normal(size=(600, 3)) + 1e8, RBF(1.0), 4),
+])
+def test_matfree_on_hard_spectra(name, X, kernel, s):
+    # a catalogue case: the answer against LAPACK (eigenvalues that are zero to
+    # round-off reported as such), within a time bound
+    from mvkm.matfree import matfree_top_eigh
+
+    with time_bound(15), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lam, V = matfree_top_eigh(X, kernel, s)
+    ref = _lapack_top(X, kernel, s)
+    assert np.abs(lam - ref).max() < 1e-10 * abs(ref[0])
+    np.testing.assert_allclose(V.T @ V, np.eye(s), atol=1e-10)
+
+
+def test_matfree_shows_progress_after_a_few_seconds(monkeypatch):
+    # progress=None (the default) asks for a bar that appears after 5 s, as the
+    # streamed primal does; MVKM_PROGRESS=0 (the test suite) turns it off
+    import mvkm.matfree as matfree
+
+    bars = []
+    original = matfree.progress_bar
+
+    def spy(total, desc, progress, **kwargs):
+        bar = original(total, desc, progress, **kwargs)
+        bars.append((progress, bar))
+        return bar
+
+    monkeypatch.setattr(matfree, "progress_bar", spy)
+    monkeypatch.setenv("MVKM_PROGRESS", "1")
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    with time_bound(15):
+        matfree.matfree_top_eigh(X, RBF(1.0), 2)
+    assert bars and bars[0][0] is None and bars[0][1] is not None and bars[0][1].delay == 5.0
+    monkeypatch.setenv("MVKM_PROGRESS", "0")
+    bars.clear()
+    matfree.matfree_top_eigh(X, RBF(1.0), 2)
+    assert bars[0][1] is None
