@@ -173,6 +173,40 @@ def test_maximize_trace_does_not_stop_at_a_saddle(start, s):
     np.testing.assert_allclose(np.trace(hist["Gamma"]), lam[:s].sum(), rtol=1e-12)
 
 
+def _spectrum_cases(n: int = 60):
+    flat = np.linspace(1.0, 0.0, n - 3)
+    return {
+        "repeated top (x3), s=2": (np.r_[5.0, 5.0, 5.0, flat], 2),
+        "repeated across s": (np.r_[5.0, 4.0, 4.0, flat], 2),
+        "rank 1 below s=3": (np.r_[3.0, np.zeros(n - 1)], 3),
+        "round-off eigenvalues": (np.r_[1.0, np.full(n - 1, 1e-17)], 3),
+        "flat": (np.ones(n), 3),
+        "s = n - 1": (np.linspace(2.0, 1.0, n), n - 1),
+        "indefinite": (np.linspace(2.0, -3.0, n), 3),
+    }
+
+
+@pytest.mark.parametrize("scale", [1e-150, 1.0, 1e150])
+@pytest.mark.parametrize("case", list(_spectrum_cases()))
+def test_maximize_trace_on_hard_spectra(case, scale):
+    # the optimum is the sum of the s largest eigenvalues (LAPACK), whatever the
+    # multiplicities, the rank or the scale
+    from mvkm.stiefel import maximize_trace
+
+    lam, s = _spectrum_cases()[case]
+    n = lam.size
+    Q, _ = np.linalg.qr(np.random.default_rng(7).normal(size=(n, n)))
+    B = (Q * lam) @ Q.T
+    B = 0.5 * (B + B.T)
+    with time_bound(10), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        A, hist = maximize_trace(B * scale, s, random_state=0, return_history=True)
+    assert hist["converged"]
+    best = np.linalg.eigvalsh(B)[::-1][:s].sum()
+    assert abs(np.trace(A.T @ B @ A) - best) < 1e-12 * n * np.abs(lam).max()
+    assert abs(np.trace(hist["Gamma"]) / scale - best) < 1e-12 * n * np.abs(lam).max()
+
+
 def test_stiefel_rkm_at_1e_minus_100_matches_the_eigensolver():
     from mvkm.rkm import MultiViewRKM
 
