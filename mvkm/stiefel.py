@@ -952,12 +952,12 @@ def _escape_direction(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64
     r"""Second-order check of a stationary point ``A``; a better start if it fails.
 
     At the maximum, no unit :math:`u \perp \mathrm{range}(A)` has
-    :math:`u^	op B u > \lambda_{\min}(\Gamma)` (else swapping it for the worst
+    :math:`u^\top B u > \lambda_{\min}(\Gamma)` (else swapping it for the worst
     direction of :math:`A` raises the trace). A Krylov basis of
-    :math:`(I - AA^	op) B (I - AA^	op)` of a few vectors (one product each)
-    from a random start gives a lower bound :math:`	heta` of the top of that
-    operator; if :math:`	heta > \lambda_{\min}(\Gamma) + m` with
-    :math:`m = \max(\mathrm{tol}, \sqrt{arepsilon})\,\|\Gamma\|_2`, the start
+    :math:`(I - AA^\top) B (I - AA^\top)` of a few vectors (one product each)
+    from a random start gives a lower bound :math:`\theta` of the top of that
+    operator; if :math:`\theta > \lambda_{\min}(\Gamma) + m` with
+    :math:`m = \max(\mathrm{tol}, \sqrt{\varepsilon})\,\|\Gamma\|_2`, the start
     ``A`` with its worst direction replaced by the Ritz vector is returned.
     Returns ``(None or the new start, products used)``.
     """
