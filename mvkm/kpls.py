@@ -122,8 +122,9 @@ def _psd_probe(K: NDArray[np.float64], v: int, kernel: Any, rng: np.random.Gener
     r"""Look for a negative eigenvalue of :math:`K` with a small block Krylov space.
 
     ``_PROBE_STEPS`` products of :math:`K` with a block of ``_PROBE_BLOCK``
-    vectors (four thin GEMMs per view: +10 % CPU time on a whole Lanczos-route fit at
-    N = 2000, V = 2, k = 5) span a Krylov space of 32 vectors from a random start; its smallest Ritz value is an upper bound of
+    vectors (four thin GEMMs per view: +10 % CPU time on a whole
+    Lanczos-route fit at N = 2000, V = 2, k = 5) span a Krylov space of 32
+    vectors from a random start; its smallest Ritz value is an upper bound of
     :math:`\lambda_{\min}(K)`, and extreme eigenvalues, a clearly negative one
     included, appear in it first. Below ``-_PSD_RTOL`` times the largest Ritz
     value (or than ``scale``, the size of the uncentred kernel) it proves
