@@ -121,12 +121,12 @@ def _row_norms(X: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 #: Rows of the sample whose coordinate-wise median is the shift of the distance computations.
-_SHIFT_SAMPLE = 1024
+_SHIFT_SAMPLE = 64
 
 
 def _shift_to_middle(X: NDArray[np.float64], Y: NDArray[np.float64] | None
-                     ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
-    r"""``X - c`` and ``Y - c`` with ``c`` a coordinate-wise median of the reference points.
+                     ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None, float]:
+    r"""``X - c``, ``Y - c`` and their largest ``|entry|``; ``c`` a coordinate-wise median.
 
     Distances do not depend on the origin, but the expansion
     :math:`\|x\|^2 + \|y\|^2 - 2 x^\top y` has an absolute round-off of about
@@ -135,27 +135,29 @@ def _shift_to_middle(X: NDArray[np.float64], Y: NDArray[np.float64] | None
     pair :math:`(x_i, y_j)` is :math:`\varepsilon (\|x_i - c\|^2 + \|y_j - c\|^2)`,
     relative to the spread of the data, not to their offset. The reference
     points are ``Y`` (the training points of test rows ``K(X_test, X)``), or
-    ``X`` when ``Y`` is None; ``c`` is the coordinate-wise median of at most
+    ``X`` when ``Y`` is None; ``c`` is the coordinate-wise median of about
     ``_SHIFT_SAMPLE`` of their rows (evenly strided), so that a few outliers do
     not move it (a midpoint or a mean would: one point at :math:`10^{200}`
     would cost every other pair its digits). Points far from ``c`` keep the
     accuracy they had: a pair close to each other but far from ``c`` is no
     worse off than without the shift. If the shift overflows (data near
     :math:`\pm 10^{308}` on both sides) the data are used unshifted. Cost: a
-    median of at most 1024 rows and one subtraction of each array.
+    median of about 64 rows, one subtraction of each array and the pass for
+    the largest entry (which the overflow guard of the radial kernels needs
+    anyway).
     """
     R = X if Y is None else Y
     step = max(1, R.shape[0] // _SHIFT_SAMPLE)
     c = np.median(R[::step], axis=0)
     if not np.any(c):
-        return X, Y
+        return X, Y, _max_abs(X, Y)
     with np.errstate(over="ignore", invalid="ignore"):
         Xs = X - c
         Ys = None if Y is None else Y - c
-        finite = np.isfinite(Xs.sum()) and (Ys is None or np.isfinite(Ys.sum()))
-    if not finite:
-        return X, Y
-    return Xs, Ys
+        top = _max_abs(Xs, Ys)     # also the check: inf if the shift overflowed
+    if not np.isfinite(top):
+        return X, Y, _max_abs(X, Y)
+    return Xs, Ys, top
 
 
 def _squared_distances(X: NDArray[np.float64], Y: NDArray[np.float64] | None, *,
@@ -214,7 +216,8 @@ def squared_distances(X: ArrayLike, Y: ArrayLike | None = None) -> NDArray[np.fl
     -------
     D : ndarray of shape (n, m)
     """
-    return _squared_distances(*_shift_to_middle(*_check_pair(X, Y)), refine=True)
+    Xs, Ys, _ = _shift_to_middle(*_check_pair(X, Y))
+    return _squared_distances(Xs, Ys, refine=True)
 
 
 def _check_pair(X: ArrayLike, Y: ArrayLike | None) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
@@ -288,8 +291,9 @@ _OVERFLOW_GUARD = 1e300
 
 
 def _max_abs(X: NDArray[np.float64], Y: NDArray[np.float64] | None) -> float:
-    s = float(np.max(np.abs(X)))
-    return s if Y is None else max(s, float(np.max(np.abs(Y))))
+    """``max |entry|`` of ``X`` and ``Y`` (two reductions each, no temporary array)."""
+    s = max(float(X.max()), -float(X.min()))
+    return s if Y is None else max(s, float(Y.max()), -float(Y.min()))
 
 
 def _check_finite_gram(K: NDArray[np.float64], kernel: "Kernel") -> NDArray[np.float64]:
@@ -322,12 +326,10 @@ class _RadialKernel(Kernel):
     def __init__(self, sigma: float = 1.0) -> None:
         self.sigma = check_positive(sigma, "sigma")
 
-    def _needs_rescaling(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None,
-                         unit: float) -> tuple[bool, float]:
-        """Whether squared norms of ``X / unit`` could overflow; also ``max|x_ij|``."""
-        s = _max_abs(X, Y)
+    def _needs_rescaling(self, X: NDArray[np.float64], s: float, unit: float) -> bool:
+        """Whether squared norms of ``X / unit`` could overflow, given ``s = max|x_ij|``."""
         ratio = s / unit
-        return not (np.isfinite(ratio) and ratio * ratio * 4 * X.shape[1] < _OVERFLOW_GUARD), s
+        return not (np.isfinite(ratio) and ratio * ratio * 4 * X.shape[1] < _OVERFLOW_GUARD)
 
     def _gram_rescaled(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None,
                        s: float) -> NDArray[np.float64]:
@@ -370,17 +372,23 @@ class RBF(_RadialKernel):
     """
 
     def _gram(self, X, Y):
-        X, Y = _shift_to_middle(X, Y)   # the expansion below is exact only near the origin
-        rescale, s = self._needs_rescaling(X, Y, self.sigma)
-        if rescale:
+        X0 = X
+        X, Y, s = _shift_to_middle(X, Y)   # the expansion below is exact only near the origin
+        if self._needs_rescaling(X, s, self.sigma):
             return self._gram_rescaled(X, Y, s)
         # With z = x / sigma the exponent is z_i^T z_j - |z_i|^2/2 - |z_j|^2/2
         # = -|x_i - x_j|^2 / (2 sigma^2): per tile one product, one subtraction,
         # a clip at 0 and an exp. No cancellation refinement is needed: an
         # absolute error eps (|z_i|^2 + |z_j|^2) in the exponent changes the
         # kernel by that relative amount, harmless (unlike under a square root).
-        Z = X / self.sigma
-        W = None if Y is None else Y / self.sigma
+        if X is X0:                     # not shifted: the caller's arrays
+            Z = X / self.sigma
+            W = None if Y is None else Y / self.sigma
+        else:                           # shifted copies: scale them in place (no third copy)
+            Z, W = X, Y
+            Z *= 1.0 / self.sigma
+            if W is not None:
+                W *= 1.0 / self.sigma
         hz = 0.5 * _row_norms(Z)
         hw = hz if W is None else 0.5 * _row_norms(W)
 
@@ -410,9 +418,8 @@ class Laplacian(_RadialKernel):
     _DIVISOR = 1.0
 
     def _gram(self, X, Y):
-        X, Y = _shift_to_middle(X, Y)
-        rescale, s = self._needs_rescaling(X, Y, 1.0)
-        if rescale:
+        X, Y, s = _shift_to_middle(X, Y)
+        if self._needs_rescaling(X, s, 1.0):
             return self._gram_rescaled(X, Y, s)
         scale = -1.0 / self.sigma
 
