@@ -140,7 +140,10 @@ def _shift_to_middle(X: NDArray[np.float64], Y: NDArray[np.float64] | None
     not move it (a midpoint or a mean would: one point at :math:`10^{200}`
     would cost every other pair its digits). Points far from ``c`` keep the
     accuracy they had: a pair close to each other but far from ``c`` is no
-    worse off than without the shift. If the shift overflows (data near
+    worse off than without the shift. Data whose median lies within their
+    median absolute deviation of the origin (largest over the columns) are left
+    as they are (little to gain), so centred data give the same bits as
+    without the shift. If the shift overflows (data near
     :math:`\pm 10^{308}` on both sides) the data are used unshifted. Cost: a
     median of about 64 rows, one subtraction of each array and the pass for
     the largest entry (which the overflow guard of the radial kernels needs
@@ -148,8 +151,11 @@ def _shift_to_middle(X: NDArray[np.float64], Y: NDArray[np.float64] | None
     """
     R = X if Y is None else Y
     step = max(1, R.shape[0] // _SHIFT_SAMPLE)
-    c = np.median(R[::step], axis=0)
-    if not np.any(c):
+    sample = R[::step]
+    c = np.median(sample, axis=0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = float(np.median(np.abs(sample - c), axis=0).max())   # robust: a MAD
+    if not float(np.abs(c).max()) > spread:   # near the origin already: little to gain
         return X, Y, _max_abs(X, Y)
     with np.errstate(over="ignore", invalid="ignore"):
         Xs = X - c
