@@ -468,7 +468,10 @@ class MultiViewKPLS(BaseEstimator):
         whose D-norm is at the round-off of D, ``100 N eps raw_scale`` per unit
         length (``raw_scale``: the size of the uncentred kernels, whose round-off
         the centred ones carry): beyond the numerical rank of the kernels,
-        Krylov vectors are noise that would corrupt the basis.
+        Krylov vectors are noise that would corrupt the basis; so is one whose
+        D-norm is below the round-off of its updated product, ``1e-10 |p| |D p|``.
+        Ritz pairs are returned only when their residuals meet ``tol``: a basis
+        that cannot grow without meeting it returns None (the dense fallback).
         """
         V, N = len(Ks), Ks[0].shape[0]
         n = V * N
@@ -486,12 +489,18 @@ class MultiViewKPLS(BaseEstimator):
         def extend(p):
             Dp = D(p)
             before = float(p @ Dp)
+            size = float(np.linalg.norm(Dp))
             for _ in range(2):
                 coef = Y.T @ p
                 p = p - Q @ coef
                 Dp = Dp - Y @ coef
             nrm2 = float(p @ Dp)
-            return p, Dp, (nrm2 if nrm2 > 1e-13 * before else min(nrm2, 0.0))
+            # Dp is updated, not recomputed: its error ~ eps |D p_before| makes p^T Dp
+            # meaningless below ~ eps |p| |D p_before| (a corrupted basis vector, spurious
+            # Ritz values): such a direction is treated as already in the basis
+            if nrm2 <= 1e-13 * before or nrm2 <= 1e-10 * float(np.linalg.norm(p)) * size:
+                nrm2 = min(nrm2, 0.0)
+            return p, Dp, nrm2
 
         scale = max(sum(float(np.trace(K)) for K in Ks) * 1e-13,
                     100.0 * N * np.finfo(float).eps * raw_scale) * inv_c
@@ -529,8 +538,10 @@ class MultiViewKPLS(BaseEstimator):
                 res = np.sqrt(np.abs(np.einsum("ij,ij->j", resid,
                                                np.column_stack([D(r) for r in resid.T]))))
                 norms = np.sqrt(np.einsum("ij,ij->j", alpha, Dalpha))
-                if np.all(res <= self.tol * lam[0] * norms) or exhausted or Q.shape[1] >= n:
+                if np.all(res <= self.tol * lam[0] * norms):
                     return lam * c, alpha / (norms * math.sqrt(c))
+                if exhausted or Q.shape[1] >= n:
+                    return None    # a basis that cannot grow, residuals too large: the dense route
             m_check = min(n, Q.shape[1] + k + 10)
             if m_check > cap and cap < n:
                 return None                                   # the caller falls back to the dense route

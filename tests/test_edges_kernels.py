@@ -434,3 +434,21 @@ def test_matfree_shows_progress_after_a_few_seconds(monkeypatch):
     bars.clear()
     matfree.matfree_top_eigh(X, RBF(1.0), 2)
     assert bars[0][1] is None
+
+
+@pytest.mark.parametrize("sigma", [8.0, 10.0, 12.0])
+def test_kpls_lanczos_on_a_clustered_spectrum_matches_the_dense_route(sigma):
+    # kernels near the identity (points 50 apart): the top eigenvalues of Omega
+    # cluster near V - 1 = 2. Before, the Lanczos basis took in a vector whose
+    # D-norm was below its round-off and, once it could not grow, returned
+    # spurious Ritz values: [674.8, 6.1, 2.71, 2.69] for RBF(12) instead of
+    # [2.73, 2.70, 2.67, 2.65]. Now: the dense route's answer (with a warning).
+    from mvkm.kpls import MultiViewKPLS
+
+    rng = np.random.default_rng(3)
+    views = [rng.standard_normal((300, 4)) * 50 for _ in range(3)]
+    with time_bound(20), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lam = MultiViewKPLS(4, kernels=RBF(sigma), solver="lanczos", random_state=0).fit(views).eigenvalues_
+    dense = MultiViewKPLS(4, kernels=RBF(sigma), solver="dense").fit(views).eigenvalues_
+    np.testing.assert_allclose(lam, dense, rtol=1e-10)
