@@ -163,6 +163,8 @@ def progress_bar(total: int, desc: str, progress: bool | None, unit: str = "rows
 class _BarAfterFirstChunk:
     """The automatic bar: created at the first ``update`` with a 5-second delay from then."""
 
+    delay = 5.0
+
     def __init__(self, kw: dict[str, Any]) -> None:
         self.kw, self.bar = kw, None
 
@@ -170,9 +172,13 @@ class _BarAfterFirstChunk:
         if self.bar is None:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(initial=n, delay=5.0, **self.kw)
+            self.bar = tqdm(initial=n, delay=self.delay, **self.kw)
         else:
             self.bar.update(n)
+
+    def set_postfix(self, **kw: Any) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix(**kw)
 
     def close(self) -> None:
         if self.bar is not None:

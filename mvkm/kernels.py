@@ -3,7 +3,10 @@ r"""Kernel functions and the centering of Gram matrices.
 Every kernel is a small callable object: ``k(X, Y=None)`` returns the Gram
 matrix :math:`[k(x_i, y_j)]_{ij}` of shape ``(len(X), len(Y))`` (``Y=None``
 means ``Y = X``). Distances are computed with one matrix product (GEMM),
-:math:`\|x-y\|^2 = \|x\|^2 + \|y\|^2 - 2 x^\top y`, never with Python loops.
+:math:`\|x-y\|^2 = \|x\|^2 + \|y\|^2 - 2 x^\top y`, never with Python loops,
+on data shifted by a coordinate-wise median of the reference points (the same
+shift for both arguments): the expansion's round-off is then relative to the
+spread of the data, not to its distance from the origin.
 
 Centering in feature space, :math:`\phi_c(x) = \phi(x) - \frac1n\sum_i \phi(x_i)`,
 is done on the Gram matrix in :math:`O(n^2)` by subtracting row and column
@@ -53,7 +56,7 @@ __all__ = [
 #: Set by :func:`upper_gram`: symmetric tiled Gram matrices skip their mirrored tiles.
 _UPPER_ONLY: ContextVar[bool] = ContextVar("mvkm_upper_only", default=False)
 
-_CANCELLATION_RATIO = 1e-6
+_CANCELLATION_RATIO = 1e-4
 _REFINE_CHUNK = 1 << 15
 # Tiles of 512 x 512 (2 MiB): each is finished while it sits in cache.
 _TILE = 512
@@ -118,6 +121,52 @@ def _row_norms(X: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.einsum("ij,ij->i", X, X)
 
 
+#: Rows of the sample whose coordinate-wise median is the shift of the distance computations.
+_SHIFT_SAMPLE = 64
+
+
+def _shift_to_middle(X: NDArray[np.float64], Y: NDArray[np.float64] | None
+                     ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None, float]:
+    r"""``X - c``, ``Y - c`` and their largest ``|entry|``; ``c`` a coordinate-wise median.
+
+    Distances do not depend on the origin, but the expansion
+    :math:`\|x\|^2 + \|y\|^2 - 2 x^\top y` has an absolute round-off of about
+    :math:`\varepsilon (\|x\|^2 + \|y\|^2)`: far from the origin (data at
+    :math:`10^8`) it cancels every digit. After the shift the round-off of the
+    pair :math:`(x_i, y_j)` is :math:`\varepsilon (\|x_i - c\|^2 + \|y_j - c\|^2)`,
+    relative to the spread of the data, not to their offset. The reference
+    points are ``Y`` (the training points of test rows ``K(X_test, X)``), or
+    ``X`` when ``Y`` is None; ``c`` is the coordinate-wise median of about
+    ``_SHIFT_SAMPLE`` of their rows (evenly strided), so that a few outliers do
+    not move it (a midpoint or a mean would: one point at :math:`10^{200}`
+    would cost every other pair its digits). Points far from ``c`` keep the
+    accuracy they had: a pair close to each other but far from ``c`` is no
+    worse off than without the shift. Data whose median lies within their
+    median absolute deviation of the origin (largest over the columns) are left
+    as they are (little to gain), so centred data give the same bits as
+    without the shift. If the shift overflows (data near
+    :math:`\pm 10^{308}` on both sides) the data are used unshifted. Cost: a
+    median of about 64 rows, one subtraction of each array and the pass for
+    the largest entry (which the overflow guard of the radial kernels needs
+    anyway).
+    """
+    R = X if Y is None else Y
+    step = max(1, R.shape[0] // _SHIFT_SAMPLE)
+    sample = R[::step]
+    c = np.median(sample, axis=0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = float(np.median(np.abs(sample - c), axis=0).max())   # robust: a MAD
+    if not float(np.abs(c).max()) > spread:   # near the origin already: little to gain
+        return X, Y, _max_abs(X, Y)
+    with np.errstate(over="ignore", invalid="ignore"):
+        Xs = X - c
+        Ys = None if Y is None else Y - c
+        top = _max_abs(Xs, Ys)     # also the check: inf if the shift overflowed
+    if not np.isfinite(top):
+        return X, Y, _max_abs(X, Y)
+    return Xs, Ys, top
+
+
 def _squared_distances(X: NDArray[np.float64], Y: NDArray[np.float64] | None, *,
                        refine: bool, post=None) -> NDArray[np.float64]:
     r"""Squared distances of validated inputs (``Y is None``: ``X`` to itself), tile by tile.
@@ -153,12 +202,15 @@ def squared_distances(X: ArrayLike, Y: ArrayLike | None = None) -> NDArray[np.fl
     tile (each tile's product and element-wise passes run in cache), and when
     ``Y`` is ``None`` only the tiles on and above the diagonal are computed.
 
-    The expansion loses relative accuracy when :math:`\|x_i - y_j\|^2` is tiny
-    compared with :math:`\|x_i\|^2 + \|y_j\|^2` (its absolute round-off is about
+    Both arguments are first shifted by the same vector, a coordinate-wise
+    median of ``Y`` (or of ``X`` when ``Y`` is None), so that an offset of the
+    data (points near :math:`10^8`) does not enter the norms. The expansion still loses relative accuracy when
+    :math:`\|x_i - y_j\|^2` is tiny compared with :math:`\|x_i\|^2 + \|y_j\|^2`
+    (norms after the shift; its absolute round-off is about
     :math:`\varepsilon (\|x_i\|^2 + \|y_j\|^2)`). Entries with
-    :math:`D_{ij} < 10^{-6} (\|x_i\|^2 + \|y_j\|^2)` (near-duplicate points) are
+    :math:`D_{ij} < 10^{-4} (\|x_i\|^2 + \|y_j\|^2)` (near-duplicate points) are
     therefore recomputed directly as :math:`\sum_k (x_{ik} - y_{jk})^2`, so every
-    entry has a relative error of order :math:`10^{6}\varepsilon` at worst; without
+    entry has a relative error of order :math:`10^{4}\varepsilon` at worst; without
     this, a point passed both as ``X`` and ``Y`` would get a distance of order
     :math:`\sqrt{\varepsilon}\,\|x\|` to itself under a square root (Laplacian).
 
@@ -171,7 +223,8 @@ def squared_distances(X: ArrayLike, Y: ArrayLike | None = None) -> NDArray[np.fl
     -------
     D : ndarray of shape (n, m)
     """
-    return _squared_distances(*_check_pair(X, Y), refine=True)
+    Xs, Ys, _ = _shift_to_middle(*_check_pair(X, Y))
+    return _squared_distances(Xs, Ys, refine=True)
 
 
 def _check_pair(X: ArrayLike, Y: ArrayLike | None) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
@@ -245,8 +298,9 @@ _OVERFLOW_GUARD = 1e300
 
 
 def _max_abs(X: NDArray[np.float64], Y: NDArray[np.float64] | None) -> float:
-    s = float(np.max(np.abs(X)))
-    return s if Y is None else max(s, float(np.max(np.abs(Y))))
+    """``max |entry|`` of ``X`` and ``Y`` (two reductions each, no temporary array)."""
+    s = max(float(X.max()), -float(X.min()))
+    return s if Y is None else max(s, float(Y.max()), -float(Y.min()))
 
 
 def _check_finite_gram(K: NDArray[np.float64], kernel: "Kernel") -> NDArray[np.float64]:
@@ -263,8 +317,9 @@ class _RadialKernel(Kernel):
     r"""A kernel of the distance :math:`\|x - y\|` with a length scale ``sigma``, equal to 1 at 0.
 
     Inputs so large (or ``sigma`` so small) that :math:`\|x\|^2 / \sigma^2` would
-    overflow are handled by scaling first: with :math:`s = \max|x_{ij}|`, the
-    distances of :math:`x / s` are computed and the exponent
+    overflow are handled by scaling first: with :math:`s` a little above
+    :math:`10^{-150}\max|x_{ij}|` (as small as overflow allows, so that small
+    distances do not underflow), the distances of :math:`x / s` are computed and the exponent
     :math:`\|x - y\|^p / (c\,\sigma^p)` is assembled in logarithms,
     :math:`\exp(\log(\|x/s - y/s\|^p / c) + p \log(s / \sigma))`, which is
     finite or overflows to :math:`+\infty` (a kernel value of exactly 0), never NaN.
@@ -278,16 +333,21 @@ class _RadialKernel(Kernel):
     def __init__(self, sigma: float = 1.0) -> None:
         self.sigma = check_positive(sigma, "sigma")
 
-    def _needs_rescaling(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None,
-                         unit: float) -> tuple[bool, float]:
-        """Whether squared norms of ``X / unit`` could overflow; also ``max|x_ij|``."""
-        s = _max_abs(X, Y)
+    def _needs_rescaling(self, X: NDArray[np.float64], s: float, unit: float) -> bool:
+        """Whether squared norms of ``X / unit`` could overflow, given ``s = max|x_ij|``."""
         ratio = s / unit
-        return not (np.isfinite(ratio) and ratio * ratio * 4 * X.shape[1] < _OVERFLOW_GUARD), s
+        return not (np.isfinite(ratio) and ratio * ratio * 4 * X.shape[1] < _OVERFLOW_GUARD)
 
     def _gram_rescaled(self, X: NDArray[np.float64], Y: NDArray[np.float64] | None,
                        s: float) -> NDArray[np.float64]:
-        """The Gram matrix through the distances of ``X / s`` and the exponent in logarithms."""
+        """The Gram matrix through the distances of ``X / s'`` and the exponent in logarithms.
+
+        ``s = max|x_ij|``; the divisor ``s'`` is the smallest that keeps the squared
+        norms a factor 4 below the overflow guard, not ``s`` itself: dividing by
+        ``s`` would make the distance of two ordinary points next to one at
+        :math:`10^{200}` underflow to 0 (a kernel value of 1).
+        """
+        s = s * 2.0 * np.sqrt(4.0 * X.shape[1] / _OVERFLOW_GUARD)
         log_scale = self._POWER * (np.log(s) - np.log(self.sigma))
         half_power = 0.5 * self._POWER
         log_div = np.log(self._DIVISOR)
@@ -319,16 +379,23 @@ class RBF(_RadialKernel):
     """
 
     def _gram(self, X, Y):
-        rescale, s = self._needs_rescaling(X, Y, self.sigma)
-        if rescale:
+        X0 = X
+        X, Y, s = _shift_to_middle(X, Y)   # the expansion below is exact only near the origin
+        if self._needs_rescaling(X, s, self.sigma):
             return self._gram_rescaled(X, Y, s)
         # With z = x / sigma the exponent is z_i^T z_j - |z_i|^2/2 - |z_j|^2/2
         # = -|x_i - x_j|^2 / (2 sigma^2): per tile one product, one subtraction,
         # a clip at 0 and an exp. No cancellation refinement is needed: an
         # absolute error eps (|z_i|^2 + |z_j|^2) in the exponent changes the
         # kernel by that relative amount, harmless (unlike under a square root).
-        Z = X / self.sigma
-        W = None if Y is None else Y / self.sigma
+        if X is X0:                     # not shifted: the caller's arrays
+            Z = X / self.sigma
+            W = None if Y is None else Y / self.sigma
+        else:                           # shifted copies: scale them in place (no third copy)
+            Z, W = X, Y
+            Z *= 1.0 / self.sigma
+            if W is not None:
+                W *= 1.0 / self.sigma
         hz = 0.5 * _row_norms(Z)
         hw = hz if W is None else 0.5 * _row_norms(W)
 
@@ -358,8 +425,8 @@ class Laplacian(_RadialKernel):
     _DIVISOR = 1.0
 
     def _gram(self, X, Y):
-        rescale, s = self._needs_rescaling(X, Y, 1.0)
-        if rescale:
+        X, Y, s = _shift_to_middle(X, Y)
+        if self._needs_rescaling(X, s, 1.0):
             return self._gram_rescaled(X, Y, s)
         scale = -1.0 / self.sigma
 

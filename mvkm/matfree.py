@@ -47,6 +47,7 @@ from ._validation import (
     check_same_n_features,
 )
 from ._validation import check_bool
+from .covariance import progress_bar
 from .kernels import RBF, Kernel, Laplacian, Linear, Polynomial
 from .linalg import (
     _MIN_OVERSAMPLING,
@@ -73,6 +74,10 @@ _GPU_TILE = 4096
 _FLOAT32_TOL = 1e-5
 #: Default cap on Rayleigh-Ritz iterations (each costs up to 8 full kernel passes).
 _DEFAULT_MAX_ITER = 100
+#: Stagnation: no halving of the largest residual over this many iterations...
+_STAGNATION_WINDOW = 3
+#: ... while it is below this multiple of the round-off of a product.
+_STAGNATION_FACTOR = 100.0
 #: Nystrom warm start: m = min(n, max(_NYSTROM_PER_COMPONENT * s, _NYSTROM_MIN)) landmarks.
 _NYSTROM_PER_COMPONENT = 20
 _NYSTROM_MIN = 500
@@ -630,7 +635,7 @@ def matfree_top_eigh(
     warm_start: str | None = "nystrom",
     n_landmarks: int | None = None,
     tile_size: int | None = None,
-    progress: bool = False,
+    progress: bool | None = None,
     return_info: bool = False,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]] | tuple[NDArray[np.float64], NDArray[np.float64], dict[str, Any]]:
     r"""Top eigenpairs of a (centred) kernel matrix too large to store.
@@ -654,7 +659,12 @@ def matfree_top_eigh(
        Rayleigh-Ritz step are reused), here from the warm start block;
     3. stop when every residual satisfies
        :math:`\|K_c v_i - \theta_i v_i\| \le \mathrm{tol}\,\theta_1`, the rule
-       of ``top_eigh(method="subspace")``.
+       of ``top_eigh(method="subspace")``, or, with a ``ConvergenceWarning``,
+       when the residuals have stagnated at the round-off of a product: no
+       halving over 3 iterations while the largest is below
+       :math:`100\, n \varepsilon \max_i |k(x_i, x_i)|` (the attainable floor;
+       e.g. RBF(3000) on unit-scale data, where ``tol * theta_1`` lies below
+       it: 5 iterations instead of ``max_iter``).
 
     Parameters
     ----------
@@ -689,9 +699,12 @@ def matfree_top_eigh(
         Nystrom landmarks :math:`m`; default ``min(n, max(20 s, 500))``.
     tile_size : int, optional
         See :class:`KernelOperator`.
-    progress : bool, default=False
+    progress : bool or None, default=None
         ``tqdm`` bars: products so far (with the largest residual over its
-        target) and, nested, the tiles of the current product.
+        target) and, with ``True``, nested, the tiles of the current product.
+        ``None`` (auto): the products bar appears only once the solve has run
+        for 5 seconds (:func:`mvkm.covariance.progress_bar`; ``MVKM_PROGRESS=0``
+        in the environment turns it off); ``False``: never.
     return_info : bool, default=False
         Also return a dict: ``n_products`` (full kernel passes, the row means
         included), ``n_iter``, ``residuals`` (final, relative to
@@ -718,7 +731,8 @@ def matfree_top_eigh(
     Warns
     -----
     ConvergenceWarning
-        When ``max_iter`` is reached; the current Ritz pairs are returned.
+        When ``max_iter`` is reached, or when the residuals stagnate at the
+        round-off floor above ``tol``; the current Ritz pairs are returned.
 
     See Also
     --------
@@ -739,7 +753,7 @@ def matfree_top_eigh(
     True
     """
     check_bool(center, "center")
-    check_bool(progress, "progress")
+    check_bool(progress, "progress", allow_none=True)
     check_bool(return_info, "return_info")
     t_start = time.perf_counter()
     _check_kernel(kernel)
@@ -771,7 +785,7 @@ def matfree_top_eigh(
         tol = max(tol, _FLOAT32_TOL)
 
     op = KernelOperator(X, kernel, center=center, device=device, dtype=torch_dtype,
-                        tile_size=tile_size, progress=progress)
+                        tile_size=tile_size, progress=progress is True)
     t_setup = time.perf_counter()
     nystrom_eigenvalues = np.empty(0)
     if warm_start == "nystrom":
@@ -780,11 +794,10 @@ def matfree_top_eigh(
         Q0 = rng.standard_normal((n, b))
     t_warm = time.perf_counter()
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(desc="matfree_top_eigh", unit="product")
+    bar = progress_bar(None, "matfree_top_eigh", progress, unit="product")
+    # round-off of one product with K_c: about n eps max|K| (|K_ij| <= max_i k(x_i, x_i))
+    eps = float(torch.finfo(torch_dtype).eps)
+    floor = n * eps * max(float(np.abs(op._kdiag).max()), np.finfo(float).tiny)
 
     def matmat(Z: NDArray[np.float64]) -> NDArray[np.float64]:
         out = op._matmat(Z)
@@ -800,7 +813,8 @@ def matfree_top_eigh(
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1, user_api="blas"):
-            w, V, residuals, n_iter = _block_subspace(matmat, Q0, s, tol, max_iter, bar)
+            w, V, residuals, n_iter = _block_subspace(matmat, Q0, s, tol, max_iter, bar,
+                                                      floor=floor)
     finally:
         if bar is not None:
             bar.close()
@@ -835,17 +849,26 @@ def _filter(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64]],
 
 
 def _block_subspace(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64]],
-                    Q0: NDArray[np.float64], s: int, tol: float, max_iter: int, bar: Any
+                    Q0: NDArray[np.float64], s: int, tol: float, max_iter: int, bar: Any,
+                    floor: float = 0.0
                     ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], int]:
     """``mvkm.linalg._subspace_top`` from a given start block (same filter, Rayleigh-Ritz,
-    locking and stopping rule); also returns the final residuals over theta_1."""
+    locking and stopping rule); also returns the final residuals over theta_1.
+
+    Stops early, with a ``ConvergenceWarning``, when the largest unconverged
+    residual has not halved over ``_STAGNATION_WINDOW`` iterations while it is
+    below ``_STAGNATION_FACTOR * floor`` (``floor``: the absolute round-off of a
+    product; 0 turns the rule off): ``tol`` is then below what the products
+    can attain, and more iterations only repeat the same round-off.
+    """
     n = Q0.shape[0]
     Q = _orthonormal_basis(Q0)
     KQ = matmat(Q)
     X_locked = np.empty((n, 0))
     lam_locked = np.empty(0)
     res_locked = np.empty(0)
-    converged = False
+    converged = stagnated = False
+    worst: list[float] = []
     for iteration in range(1, max_iter + 1):
         theta, V, KV = _rayleigh_ritz(Q, KQ)
         k = s - lam_locked.size
@@ -857,6 +880,12 @@ def _block_subspace(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64]]
             bar.set_postfix(locked=lam_locked.size, residual=f"{residuals.max() / scale:.2e}")
         if ok.all():
             converged = True
+            break
+        worst.append(float(residuals[~ok].max()))
+        w_ = _STAGNATION_WINDOW
+        if (len(worst) > w_ and worst[-1] <= _STAGNATION_FACTOR * floor
+                and min(worst[-w_:]) > 0.5 * min(worst[:-w_])):
+            stagnated = True
             break
         if iteration == max_iter:
             break
@@ -873,7 +902,16 @@ def _block_subspace(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64]]
                 Z -= X_locked @ (X_locked.T @ Z)
         Q = _orthonormal_basis(Z)
         KQ = matmat(Q)
-    if not converged:
+    if stagnated:
+        warnings.warn(
+            f"matfree_top_eigh stopped after {iteration} iterations: the residuals "
+            f"||K v - lambda v|| stagnated at {worst[-1]:.3g} ({worst[-1] / scale:.3g} lambda_1), "
+            f"the round-off of the kernel products (n eps max|K| = {floor:.3g}); tol * lambda_1 = "
+            f"{tol * scale:.3g} is below it. {lam_locked.size + int(np.sum(ok))} of {s} pairs "
+            "met tol; the others are as accurate as float64 products allow: raise tol to "
+            f"about {2 * worst[-1] / scale:.1g} to silence this",
+            ConvergenceWarning, stacklevel=3)
+    elif not converged:
         warnings.warn(
             f"matfree_top_eigh stopped at max_iter={max_iter} iterations with "
             f"{lam_locked.size + int(np.sum(ok))} of {s} residuals ||K v - lambda v|| below "

@@ -1152,19 +1152,32 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if not self.sigma2_ > 0:
             raise ValueError("score_samples needs sigma2 > 0: the noiseless model is degenerate")
         lam, q, N, r = self._lam_q, self.n_components_, self.n_samples_, self.rank_
-        if self.formulation == "primal":
-            Z = self._centred(Xa)
-            c = Z @ self.components_[:q].T
-            norm2 = np.einsum("ij,ij->i", Z, Z)
-        else:
-            K_test = self._gram(Xa, self.X_fit_)
-            kc = _center_test_rows(K_test, self._train_means)
-            c = (kc @ self._E_q) / np.sqrt(lam)
-            norm2 = self._kernel_diag(Xa) - 2.0 * K_test.mean(axis=1) + self._train_means.mean()
-        residual = np.maximum(norm2 - np.einsum("ij,ij->i", c, c), 0.0)
-        log_det = np.log(lam / N).sum() + (r - q) * np.log(self.sigma2_)
-        return -0.5 * (r * np.log(2 * np.pi) + log_det + (c**2 * (N / lam)).sum(axis=1)
-                       + residual / self.sigma2_)
+        # Far from the data (x ~ 1e200 with a linear kernel) the squared norms, and then
+        # the score itself, overflow; inf - inf would give NaN: checked below instead.
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.formulation == "primal":
+                Z = self._centred(Xa)
+                c = Z @ self.components_[:q].T
+                norm2 = np.einsum("ij,ij->i", Z, Z)
+            else:
+                K_test = self._gram(Xa, self.X_fit_)
+                kc = _center_test_rows(K_test, self._train_means)
+                c = (kc @ self._E_q) / np.sqrt(lam)
+                norm2 = self._kernel_diag(Xa) - 2.0 * K_test.mean(axis=1) + self._train_means.mean()
+            residual = np.maximum(norm2 - np.einsum("ij,ij->i", c, c), 0.0)
+            log_det = np.log(lam / N).sum() + (r - q) * np.log(self.sigma2_)
+            score = -0.5 * (r * np.log(2 * np.pi) + log_det + (c**2 * (N / lam)).sum(axis=1)
+                            + residual / self.sigma2_)
+        bad = ~np.isfinite(score)
+        if bad.any():
+            rows = np.flatnonzero(bad)
+            raise ValueError(
+                f"score_samples: the log-likelihood of {rows.size} row(s) of X (row {rows[0]} first, "
+                f"max|x| = {np.abs(Xa[rows[0]]).max():.3g}) is not representable in float64: the "
+                "squared norms or kernel values of these points overflow (they lie so far from "
+                "the training data that the score is below about -1e308); rescale X as the "
+                "training data were, or drop these rows")
+        return score
 
     def _kernel_diag(self, X: Array) -> Array:
         """k(x, x) for each row of X (dual): from the feature map, the kernel's diag, or row by row."""

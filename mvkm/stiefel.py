@@ -710,7 +710,16 @@ def maximize_trace(
     :math:`\mathrm{tol}\, \|BA\|_F / (\lambda_s - \lambda_{s+1})`. The
     default ``tol=1e-8`` gives eigenvectors to about 8 digits when the
     relative eigengap is of order one (the relative gradient bottoms out at
-    round-off, about :math:`10^{-15}`). If ``max_iter``
+    round-off, about :math:`10^{-15}`). The iteration runs on :math:`B/c`, with
+    :math:`c` a power of two near :math:`\max|BA_0|`, so it is scale invariant
+    (the same iterates for :math:`B` at :math:`10^{-200}` or :math:`10^{150}`).
+    A zero gradient also holds at the other stationary points (an eigenvector
+    start is one): after convergence, a Krylov basis of about 12 vectors of
+    :math:`(I - AA^\top) B (I - AA^\top)` (one product each) checks the
+    second-order condition :math:`u^\top B u \le \lambda_{\min}(A^\top B A)` for
+    :math:`u \perp \mathrm{range}(A)`; a direction that violates it replaces the
+    worst direction of :math:`A` and the iteration goes on (at most 3 times).
+    This check is probabilistic (a random Krylov start), not a certificate. If ``max_iter``
     is reached first a :class:`RuntimeWarning` is emitted and the last
     iterate is returned.
 
@@ -731,7 +740,7 @@ def maximize_trace(
         Starting point with orthonormal columns (``max|A0^T A0 - I| <= 1e-6``).
         Default: :func:`random_stiefel` with ``random_state``.
     tol : float, default=1e-8
-        Tolerance on the relative gradient above (``> 0``).
+        Tolerance on the relative gradient above, ``0 < tol < 1``.
     max_iter : int, optional
         Maximum number of iterations (one product with :math:`B` each, plus
         backtracking); default 1000 for "cayley-bb" and 20000 for "cayley-adam".
@@ -776,7 +785,7 @@ def maximize_trace(
     ------
     ValueError
         On a non-square, non-symmetric or non-finite ``B``, an ``n_components``
-        outside ``[1, n]``, an unknown ``method``, ``tol <= 0``, a bad
+        outside ``[1, n]``, an unknown ``method``, ``tol`` outside (0, 1), a bad
         ``max_iter`` or ``lr``, an ``A0`` of the wrong shape or without
         orthonormal columns, or an unavailable ``device``.
 
@@ -808,6 +817,8 @@ def maximize_trace(
     size, matmat, Bd = _as_operator(B, None if n is None else int(n))
     s = check_n_components(n_components, size, what="the size n of B")
     tol = check_positive(tol, "tol")
+    if not tol < 1.0:
+        raise ValueError(f"tol must be in (0, 1) (a relative gradient lies in [0, 1]), got {tol!r}")
     if max_iter is None:
         max_iter = _DEFAULT_MAX_ITER[method]
     max_iter = check_count(max_iter, "max_iter")
@@ -840,28 +851,77 @@ def maximize_trace(
     else:
         apply_B = lambda X: ops.asarray(checked(ops.to_numpy(X)))  # noqa: E731
 
+    # Scale invariance: the solvers run on B / c with c a power of two (exact) near
+    # max|B A0|, so that no norm underflows or overflows (B at 1e-200 made every
+    # squared norm 0 and the start "converged"); Gamma and the objective are scaled back.
+    X_start = X0 if use_numpy else ops.asarray(X0)
+    first = [X_start, checked(X0)]
+    top = float(np.abs(first[1]).max())
+    c = math.ldexp(1.0, min(max(math.frexp(top)[1] - 1, -1000), 1000)) if top > 0.0 else 1.0
+    first[1] = first[1] / c
+    inv_c = 1.0 / c
+    apply_raw = apply_B
+
+    def apply_scaled(X: Any, _first=first) -> Any:
+        if _first and X is _first[0]:
+            BX = _first[1]
+            _first.clear()
+            return ops.asarray(BX)
+        return apply_raw(X) * inv_c
+
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=max_iter, desc=f"maximize_trace ({method})")
+    rng = check_random_state(random_state)
+    lr_scaled = None if lr is None else (lr * c if method == "cayley-bb" else lr)
+    total: dict[str, Any] | None = None
     try:
-        if method == "cayley-bb":
-            X, Gamma, hist = _cayley_bb(apply_B, ops.asarray(X0), ops, tol=tol,
-                                        max_iter=int(max_iter), tau0=lr, bar=bar)
-        else:
-            X, Gamma, hist = _cayley_adam_trace(apply_B, ops.asarray(X0), ops, tol=tol,
-                                                max_iter=int(max_iter),
-                                                lr=_DEFAULT_ADAM_LR if lr is None else lr,
-                                                bar=bar)
+        # A stationary point need not be the maximum: a start on another invariant
+        # subspace (an eigenvector start) has zero gradient. After convergence a few
+        # Lanczos steps on (I - A A^T) B (I - A A^T) look for a direction better than
+        # the worst column of A (second-order check); one found is swapped in and the
+        # iteration goes on (at most _MAX_ESCAPES times).
+        for escape in range(_MAX_ESCAPES + 1):
+            budget = int(max_iter) - (0 if total is None else total["n_iter"])
+            if method == "cayley-bb":
+                X, Gamma, hist = _cayley_bb(apply_scaled, X_start, ops, tol=tol,
+                                            max_iter=max(budget, 0), tau0=lr_scaled, bar=bar)
+            else:
+                X, Gamma, hist = _cayley_adam_trace(apply_scaled, X_start, ops, tol=tol,
+                                                    max_iter=max(budget, 0),
+                                                    lr=_DEFAULT_ADAM_LR if lr is None else lr,
+                                                    bar=bar)
+            total = hist if total is None else _join_histories(total, hist)
+            if not hist["converged"]:
+                break
+            A_np = ops.to_numpy(X)
+            better = _escape_direction(lambda Z: checked(Z) * inv_c,
+                                       A_np, ops.to_numpy(Gamma), tol, rng)
+            total["n_products"] += better[1]
+            if better[0] is None:
+                break
+            if escape == _MAX_ESCAPES:
+                total["converged"] = False
+                warnings.warn(
+                    f"maximize_trace ({method}) kept converging to stationary points that are "
+                    f"not the maximum ({_MAX_ESCAPES} escapes); returning the last one",
+                    RuntimeWarning, stacklevel=2)
+                break
+            X_start = ops.asarray(better[0])
     finally:
         if bar is not None:
             bar.close()
+    hist = total
+    hist["objective"] = hist["objective"] * c
+    if method == "cayley-bb":   # steps tau for B / c are c times those for B
+        hist["step_size"] = hist["step_size"] * inv_c
     A = ops.to_numpy(X)
-    Gamma = ops.to_numpy(Gamma)
+    Gamma = ops.to_numpy(Gamma) * c
     if orthonormality_error(A) > 1e-12:  # round-off drift over many iterations
         A = _polar_np(A)
-    if not hist["converged"]:
+    if not hist["converged"] and hist["grad_norm"][-1] > tol:
         warnings.warn(
             f"maximize_trace ({method}) did not converge in max_iter={max_iter} iterations: "
             f"relative gradient {hist['grad_norm'][-1]:.3g} > tol={tol:g}; "
@@ -875,6 +935,72 @@ def maximize_trace(
         return A
     hist["Gamma"] = Gamma
     return A, hist
+
+
+_MAX_ESCAPES = 3
+_ESCAPE_KRYLOV_STEPS = 12
+
+
+def _join_histories(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The history of a run continued by ``b`` (``b`` starts where ``a`` escaped)."""
+    return {
+        "objective": np.concatenate([a["objective"], b["objective"]]),
+        "grad_norm": np.concatenate([a["grad_norm"], b["grad_norm"]]),
+        "step_size": np.concatenate([a["step_size"], b["step_size"]]),
+        "n_iter": a["n_iter"] + b["n_iter"],
+        "converged": b["converged"],
+        "n_products": a["n_products"] + b["n_products"],
+    }
+
+
+def _escape_direction(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64]],
+                      A: NDArray[np.float64], Gamma: NDArray[np.float64], tol: float,
+                      rng: np.random.Generator) -> tuple[NDArray[np.float64] | None, int]:
+    r"""Second-order check of a stationary point ``A``; a better start if it fails.
+
+    At the maximum, no unit :math:`u \perp \mathrm{range}(A)` has
+    :math:`u^\top B u > \lambda_{\min}(\Gamma)` (else swapping it for the worst
+    direction of :math:`A` raises the trace). A Krylov basis of
+    :math:`(I - AA^\top) B (I - AA^\top)` of a few vectors (one product each)
+    from a random start gives a lower bound :math:`\theta` of the top of that
+    operator; if :math:`\theta > \lambda_{\min}(\Gamma) + m` with
+    :math:`m = \max(\mathrm{tol}, \sqrt{\varepsilon})\,\|\Gamma\|_2`, the start
+    ``A`` with its worst direction replaced by the Ritz vector is returned.
+    Returns ``(None or the new start, products used)``.
+    """
+    n, s = A.shape
+    steps = min(_ESCAPE_KRYLOV_STEPS, n - s)
+    if steps <= 0:
+        return None, 0
+    w, P = np.linalg.eigh(0.5 * (Gamma + Gamma.T))
+    margin = max(tol, math.sqrt(np.finfo(float).eps)) * max(float(np.abs(w).max()), np.finfo(float).tiny)
+    Q = np.empty((n, steps))
+    BQ = np.empty((n, steps))
+    q = rng.standard_normal(n)
+    used = 0
+    for j in range(steps):
+        for _ in range(2):   # orthogonal to range(A) and to the basis so far
+            q -= A @ (A.T @ q)
+            q -= Q[:, :j] @ (Q[:, :j].T @ q)
+        norm = float(np.linalg.norm(q))
+        if not norm > 1e-10 * (float(np.linalg.norm(BQ[:, j - 1])) if j else 1.0):
+            break                   # an invariant subspace: the basis is complete
+        Q[:, j] = q / norm
+        BQ[:, j] = matmat(Q[:, j : j + 1])[:, 0]
+        used = j + 1
+        q = BQ[:, j].copy()
+    if used == 0:
+        return None, 0
+    T = Q[:, :used].T @ BQ[:, :used]
+    theta, Y = np.linalg.eigh(0.5 * (T + T.T))
+    if not theta[-1] > w[0] + margin:
+        return None, used
+    u = Q[:, :used] @ Y[:, -1]
+    u -= A @ (A.T @ u)
+    u /= np.linalg.norm(u)
+    A_new = A @ P                   # columns: eigenvectors of Gamma, the worst first
+    A_new[:, 0] = u
+    return A_new, used
 
 
 def _history(obj: list[float], grad: list[float], steps: list[float], converged: bool,
