@@ -251,6 +251,38 @@ MUTANTS: list[Mutant] = [
         "            self._train_means.append(K.mean(axis=0))\n",
         "MultiViewKPLS.transform (out-of-sample centring)",
     ),
+    Mutant(
+        "kpls_alpha_euclidean",
+        "dual coefficients normalised to unit Euclidean norm instead of alpha^T D alpha = 1",
+        "kpls.py",
+        "        alpha = alpha * signs\n",
+        "        alpha = alpha * signs / np.linalg.norm(alpha, axis=0)\n",
+        "MultiViewKPLS (normalisation of dual_coef_, scores)",
+    ),
+    Mutant(
+        "kpls_test_uncentred",
+        "test kernel rows left uncentred in transform",
+        "kpls.py",
+        "                    Kt = _center_test_rows(Kt, self._train_means[v])\n",
+        "                    Kt = Kt + 0.0\n",
+        "MultiViewKPLS.transform (out-of-sample centring)",
+    ),
+    Mutant(
+        "kpls_lanczos_wrong_kernel",
+        "the Lanczos operator D pairs block v with the kernel of view v + 1",
+        "kpls.py",
+        "            return np.concatenate([K @ x[v * N:(v + 1) * N] for v, K in enumerate(Ks)])\n",
+        "            return np.concatenate([Ks[(v + 1) % V] @ x[v * N:(v + 1) * N] for v in range(V)])\n",
+        "MultiViewKPLS(solver='lanczos')",
+    ),
+    Mutant(
+        "kpls_test_own_means",
+        "test kernel rows centred with the test rows' own column means instead of the training means",
+        "kpls.py",
+        "                    Kt = _center_test_rows(Kt, self._train_means[v])\n",
+        "                    Kt = _center_test_rows(Kt, Kt.mean(axis=0))\n",
+        "MultiViewKPLS.transform (out-of-sample centring)",
+    ),
     # -- Part IV: LowRankSMM -------------------------------------------------------------------------
     Mutant(
         "smm_box_upper",
