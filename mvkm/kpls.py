@@ -125,6 +125,12 @@ def _diag(K: Any) -> NDArray[np.float64]:
 _PSD_RTOL = 1e-10
 
 
+def _psd_rtol(K: Any) -> float:
+    """``_PSD_RTOL``, or ten units of round-off of a float32 kernel (``dtype='float32'``)."""
+    dt = getattr(K, "dtype", np.float64)
+    return max(_PSD_RTOL, 10.0 * float(np.finfo(dt).eps))
+
+
 def _not_psd(v: int, kernel: Any, why: str) -> ValueError:
     """The error for a view whose kernel matrix is not positive semi-definite."""
     return ValueError(
@@ -146,7 +152,7 @@ def _check_psd_diagonal(Ks: list[NDArray[np.float64]], kernels: Sequence[Any],
     """
     for v, (K, kernel, scale) in enumerate(zip(Ks, kernels, scales)):
         d = _diag(K)
-        if d.min() < -_PSD_RTOL * max(scale, np.finfo(float).tiny):
+        if d.min() < -_psd_rtol(K) * max(scale, np.finfo(float).tiny):
             i = int(np.argmin(d))
             raise _not_psd(v, kernel, f"its diagonal entry K[{i}, {i}] = {d[i]:.3g} is negative")
 
@@ -190,7 +196,7 @@ def _psd_probe(K: NDArray[np.float64], v: int, kernel: Any, rng: np.random.Gener
     B, KB = np.vstack(basis), np.vstack(images)
     T = KB @ B.T
     mu = np.linalg.eigvalsh(0.5 * (T + T.T))
-    if mu[0] < -_PSD_RTOL * max(float(np.abs(mu).max()), scale, np.finfo(float).tiny):
+    if mu[0] < -_psd_rtol(K) * max(float(np.abs(mu).max()), scale, np.finfo(float).tiny):
         raise _not_psd(v, kernel, f"a Ritz value of its kernel matrix is {mu[0]:.3g} < 0 (an upper "
                                   f"bound of its smallest eigenvalue; largest Ritz value {mu[-1]:.3g})")
 
@@ -209,7 +215,7 @@ def _symmetric_form(Ks: list[NDArray[np.float64]], kernels: Sequence[Any] | None
     for v, K in enumerate(Ks):
         w, U = np.linalg.eigh(0.5 * (K + K.T))     # the square root's own decomposition
         top = max(float(np.abs(w).max()), np.finfo(float).tiny)
-        if w[0] < -_PSD_RTOL * max(top, 0.0 if scales is None else scales[v]):
+        if w[0] < -_psd_rtol(K) * max(top, 0.0 if scales is None else scales[v]):
             raise _not_psd(v, None if kernels is None else kernels[v],
                            f"the smallest eigenvalue of its kernel matrix is {w[0]:.3g} "
                            f"(largest {w[-1]:.3g})")

@@ -246,8 +246,8 @@ MUTANTS: list[Mutant] = [
         "rows centred with the wrong means",
         "kpls.py",
         "            self._train_means.append(K.mean(axis=0))\n"
-        "            Ks.append(center_gram(K, copy=False) if self.center else K)\n",
-        "            Ks.append(center_gram(K, copy=False) if self.center else K)\n"
+        "            K = center_gram(K, copy=False) if self.center else K\n",
+        "            K = center_gram(K, copy=False) if self.center else K\n"
         "            self._train_means.append(K.mean(axis=0))\n",
         "MultiViewKPLS.transform (out-of-sample centring)",
     ),
@@ -271,8 +271,8 @@ MUTANTS: list[Mutant] = [
         "kpls_lanczos_wrong_kernel",
         "the Lanczos operator D pairs block v with the kernel of view v + 1",
         "kpls.py",
-        "            return np.concatenate([K @ x[v * N:(v + 1) * N] for v, K in enumerate(Ks)])\n",
-        "            return np.concatenate([Ks[(v + 1) % V] @ x[v * N:(v + 1) * N] for v in range(V)])\n",
+        "            return np.concatenate([_times(K, x[v * N:(v + 1) * N]) for v, K in enumerate(Ks)]) * inv_c\n",
+        "            return np.concatenate([_times(Ks[(v + 1) % V], x[v * N:(v + 1) * N]) for v in range(V)]) * inv_c\n",
         "MultiViewKPLS(solver='lanczos')",
     ),
     Mutant(

@@ -356,10 +356,6 @@ CASES = [(t, i) for t in TARGETS for i in _inputs(TARGETS[t].kind)]
 # Cases whose fix belongs to another item (the catalogue counts them apart).
 XFAIL: dict[tuple[str, str], str] = {
     ("LowRankSMM", "scale 1e300"): "issue 22 item 7 / item 5: LowRankSMM internals ('Q contains NaN')",
-    ("maximize_trace", "scale 1e300"): "issue 22 item 7, the Stiefel solver's numerics (stiefel.py): "
-                                       "'A contains NaN' at 1e300",
-    ("maximize_trace", "scale 1e-300"): "the Stiefel solver's numerics (stiefel.py): a wrong optimum "
-                                        "at 1e-300 (subnormal products)",
     ("kernel_top_eigh (linear)", "scale 1e-300"): "the eigensolvers' numerics (linalg.py): NaN "
                                                   "eigenvalues at 1e-300 (a Gram matrix of 1e-600)",
 }
