@@ -7,33 +7,13 @@ that a clear error is raised, within a time bound: a hang is a failure.
 
 from __future__ import annotations
 
-import signal
 import warnings
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
+from _timebound import time_bound
 
 from mvkm.kernels import RBF, Kernel, Laplacian, Linear, Polynomial, center_gram, squared_distances, upper_gram
-
-
-class _Timeout(Exception):
-    pass
-
-
-@contextmanager
-def time_bound(seconds: float):
-    """Fail the test (instead of hanging) when its body runs past ``seconds``."""
-    def handler(signum, frame):
-        raise _Timeout(f"ran past its time bound of {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, handler)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # ---------------------------------------------------------------------------

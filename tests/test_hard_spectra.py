@@ -31,10 +31,7 @@ Whole file: about 20 s on one core.
 
 from __future__ import annotations
 
-import signal
-import threading
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
@@ -42,6 +39,8 @@ from typing import Callable
 import numpy as np
 import pytest
 import scipy.linalg
+
+from _timebound import time_bound
 
 from mvkm.kernels import Kernel, center_gram
 from mvkm.linalg import ConvergenceWarning, kernel_top_eigh, top_eigh
@@ -51,34 +50,6 @@ TIME_BOUND = 20.0
 #: n of the "large" cases: above 1000, so that method="auto" and kernel_top_eigh
 #: take the Lanczos route (n <= 1000 goes to LAPACK).
 N_LARGE = 1100
-
-
-@contextmanager
-def time_bound(seconds: float):
-    """Fail with ``TimeoutError`` after ``seconds`` (a hang is a failure).
-
-    A ``SIGALRM`` timer interrupts the Python loops of the iterative solvers
-    between BLAS calls; where signals are not available (another thread, Windows)
-    the bound is checked after the call instead.
-    """
-    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if not usable:
-        import time
-        t0 = time.monotonic()
-        yield
-        assert time.monotonic() - t0 <= seconds, f"took over {seconds} s"
-        return
-
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"no answer within {seconds} s: the solver hangs")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # ---------------------------------------------------------------------------
