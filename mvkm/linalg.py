@@ -36,6 +36,7 @@ from ._validation import (
     max_abs,
     symmetric_scale,
 )
+from ._progress import progress_bar
 from ._validation import check_bool, check_positive
 
 __all__ = ["ConvergenceWarning", "flip_signs", "kernel_top_eigh", "psd_sqrt", "rotate_to_diagonal",
@@ -394,7 +395,8 @@ def _arpack_top(K: Any, s: int, tol: float, max_iter: int | None, rng: np.random
 
 def _lanczos_top(K: NDArray[np.float64], s: int, tol: float, max_iter: int | None,
                  rng: np.random.Generator, scale: float, means: Any = None,
-                 upper: bool = False) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+                 upper: bool = False, progress: bool | None = None
+                 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Lanczos with full reorthogonalisation, thick restarts and a closing multiplicity check.
 
     The basis :math:`Q_m` grows one BLAS ``dsymv`` product at a time (one
@@ -429,11 +431,26 @@ def _lanczos_top(K: NDArray[np.float64], s: int, tol: float, max_iter: int | Non
     of the enlarged basis exceed the returned ones by more than their residuals;
     then Lanczos restarts orthogonal to the ``s`` pairs found (deflation), and the
     top ``s`` of both are checked again, until no miss is found. ``upper=True``
-    reads the upper triangle of ``K`` instead of the lower one.
+    reads the upper triangle of ``K`` instead of the lower one. ``progress``: a
+    bar of the products (:func:`mvkm._progress.progress_bar`; ``None`` shows it
+    once the solve has run for 5 seconds).
     """
     n = K.shape[0]
     if scale == 0.0:  # K = 0: every unit vector is an eigenvector
         return np.zeros(s), np.eye(n, s)
+    bar = progress_bar(None, "top_eigh (lanczos)", progress, unit="product")
+    try:
+        return _lanczos_solve(K, s, tol, max_iter, rng, scale, means, upper, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _lanczos_solve(K: NDArray[np.float64], s: int, tol: float, max_iter: int | None,
+                   rng: np.random.Generator, scale: float, means: Any, upper: bool,
+                   bar: Any) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The body of :func:`_lanczos_top` (``bar``: a progress bar or ``None``)."""
+    n = K.shape[0]
     alpha = 1.0 / scale
     A, lower = _symv_operand(K, upper)   # one triangle of K, without a copy
 
@@ -441,6 +458,8 @@ def _lanczos_top(K: NDArray[np.float64], s: int, tol: float, max_iter: int | Non
         y = _blas.dsymv(alpha, A, x, lower=lower)
         if means is not None:
             _subtract_centering(y, x, means, alpha)
+        if bar is not None:
+            bar.update(1)
         return y
 
     eps = np.finfo(float).eps
@@ -646,6 +665,7 @@ def kernel_top_eigh(
     tol: float | None = None,
     random_state: int | np.random.Generator | None = 0,
     n_jobs: int | None = None,
+    progress: bool | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Kernel PCA's eigenproblem from the data: the top eigenpairs of the (centred) Gram matrix.
 
@@ -677,6 +697,8 @@ def kernel_top_eigh(
         As in :func:`top_eigh`.
     n_jobs : int, optional
         Threads for the kernel's tiles (see :class:`mvkm.kernels.Kernel`).
+    progress : bool or None, default=None
+        As in :func:`top_eigh`.
 
     Returns
     -------
@@ -705,6 +727,7 @@ def kernel_top_eigh(
     True
     """
     check_bool(center, "center")
+    check_bool(progress, "progress", allow_none=True)
     from .kernels import Kernel, upper_gram
 
     if not isinstance(kernel, Kernel):
@@ -728,7 +751,7 @@ def kernel_top_eigh(
         scale = max(float(np.max(np.abs(np.triu(K[i:i + 512, i:])))) for i in range(0, n, 512))
     K, scale, exponent = _unit_scaled(K, scale)
     means = _triangle_means(K, upper=True) if center else None
-    w, V = _lanczos_top(K, s, tol, None, rng, scale, means, upper=True)
+    w, V = _lanczos_top(K, s, tol, None, rng, scale, means, upper=True, progress=progress)
     if not (np.all(np.isfinite(w)) and np.all(np.isfinite(V))):
         raise ValueError(f"the Gram matrix of {kernel!r} is not finite: rescale the data")
     lam = np.ascontiguousarray(np.ldexp(w, -exponent) if exponent else w, dtype=np.float64)
@@ -879,6 +902,7 @@ def top_eigh(
     random_state: int | np.random.Generator | None = 0,
     check_symmetric: bool = True,
     center: bool = False,
+    progress: bool | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""The ``n_components`` largest eigenpairs of a symmetric positive semi-definite matrix.
 
@@ -1014,6 +1038,11 @@ def top_eigh(
         with ``K``'s lower triangle, which the solvers read (so :math:`r = c`;
         one ``dsymv`` with a vector of ones). ``"dense"`` centres a copy
         explicitly. Not available for a ``LinearOperator``.
+    progress : bool or None, default=None
+        A progress bar of the ``"lanczos"`` products: ``True`` at once,
+        ``False`` never, ``None`` once the solve has run for 5 seconds (as the
+        streamed fits and :func:`mvkm.matfree.matfree_top_eigh` do;
+        ``MVKM_PROGRESS=0`` turns it off). The other methods show none.
 
     Returns
     -------
@@ -1080,6 +1109,7 @@ def top_eigh(
     True
     """
     check_bool(center, "center")
+    check_bool(progress, "progress", allow_none=True)
     if not isinstance(method, str) or method not in _METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, _METHODS))}; got {method!r}")
     check_bool(check_symmetric, "check_symmetric")
@@ -1122,7 +1152,7 @@ def top_eigh(
             K_dense = K_dense - (row[:, None] + col[None, :] - grand)
         w, V = _dense_top(K_dense, s)
     elif method == "lanczos":
-        w, V = _lanczos_top(K, s, tol, max_iter, rng, scale, means)
+        w, V = _lanczos_top(K, s, tol, max_iter, rng, scale, means, progress=progress)
     elif method == "arpack":
         w, V = _arpack_top(K, s, tol, max_iter, rng, scale, means)
     else:

@@ -314,3 +314,44 @@ def test_dense_path_when_the_subset_driver_returns_no_vectors():
     np.testing.assert_allclose(Kc @ V, V * w, atol=1e-12)
     np.testing.assert_allclose(V.T @ V, np.eye(2), atol=1e-12)
     assert model.H_.shape == (200, 2)
+
+
+@pytest.mark.parametrize("route", ["top_eigh", "kernel_top_eigh"])
+def test_long_lanczos_solves_show_progress(monkeypatch, route):
+    # issue 21, item 8: a Lanczos solve shows a bar of its products once it has run
+    # for 5 s (progress=None, as the streamed fits and matfree_top_eigh do); True at
+    # once, False or MVKM_PROGRESS=0 never; the answer is the same
+    import mvkm.linalg as linalg
+    from mvkm.kernels import RBF
+
+    made = []
+
+    def spy(total, desc, progress, **kwargs):
+        bar = original(total, desc, progress, **kwargs)
+        made.append((progress, bar))
+        return bar
+
+    original = linalg.progress_bar
+    monkeypatch.setattr(linalg, "progress_bar", spy)
+    X = np.random.default_rng(0).normal(size=(1200, 3))
+
+    def solve(**kw):
+        if route == "top_eigh":
+            return top_eigh(RBF(1.0)(X), 4, "lanczos", center=True, **kw)
+        return kernel_top_eigh(RBF(1.0), X, 4, **kw)
+
+    monkeypatch.setenv("MVKM_PROGRESS", "1")
+    lam_auto, _ = solve()
+    assert made[-1][0] is None and made[-1][1] is not None and made[-1][1].delay == 5.0
+    assert made[-1][1].bar is not None and made[-1][1].bar.n >= 4   # one update per product
+    lam_on, _ = solve(progress=True)
+    assert made[-1][1] is not None and made[-1][1].n >= 4
+    lam_off, _ = solve(progress=False)
+    assert made[-1][1] is None
+    monkeypatch.setenv("MVKM_PROGRESS", "0")
+    solve()
+    assert made[-1][1] is None
+    np.testing.assert_array_equal(lam_auto, lam_on)
+    np.testing.assert_array_equal(lam_auto, lam_off)
+    with pytest.raises(TypeError, match="progress must be a bool"):
+        solve(progress="no")
