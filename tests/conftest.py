@@ -50,21 +50,3 @@ def pytest_runtest_call(item):
                 except ImportError:
                     pytest.skip(f"needs {module}, not installed here: {exc}")
         raise
-
-
-# The longest files first: pytest-xdist (--dist loadfile) hands whole files to its two
-# workers in collection order, so a long file collected last leaves one worker idle
-# while the other finishes it. The gradings execute each of their chapters twice;
-# then the chapters that take over a minute. The order of the rest is unchanged.
-_LONGEST_FIRST = ("tests/test_assignments_smm_experiments.py", "tests/test_assignments_",
-                  "book/smm/experiments.ipynb", "book/kpls/experiments.ipynb",
-                  "book/scale/at_scale.ipynb")
-
-
-def pytest_collection_modifyitems(config, items):
-    def rank(item):
-        path = item.nodeid.split("::", 1)[0]
-        return next((i for i, head in enumerate(_LONGEST_FIRST) if path.startswith(head)),
-                    len(_LONGEST_FIRST))
-
-    items.sort(key=rank)   # stable: within a rank, collection order
