@@ -30,12 +30,10 @@ from .linalg import (
     _AUTO_DENSE_FRACTION,
     _AUTO_DENSE_MAX_N,
     _checked_tol,
-    _lanczos_top,
     _subtract_centering,
     _symv_operand,
     _triangle_means,
-    _unit_scaled,
-    flip_signs,
+    _triangle_top,
     top_eigh,
 )
 
@@ -131,21 +129,8 @@ class GramTriangle:
             return top_eigh(self.dense(), s, "dense", check_symmetric=False)
         from ._validation import check_random_state
 
-        tol = _checked_tol(tol)
-        rng = check_random_state(random_state)
-        diag = np.diagonal(self.K)
-        if not np.all(np.isfinite(diag)):
-            raise ValueError("the Gram matrix is not finite: rescale the data")
-        scale = float(np.max(np.abs(diag)))     # max|K_ij| for a positive semi-definite kernel
-        K, scale, exponent = _unit_scaled(self.K, scale)
-        means = None
-        if self.center:
-            means = self._means if exponent == 0 else _triangle_means(K, upper=True)
-        w, V = _lanczos_top(K, s, tol, None, rng, scale, means, upper=True)
-        if not (np.all(np.isfinite(w)) and np.all(np.isfinite(V))):
-            raise ValueError("the Gram matrix is not finite: rescale the data")
-        lam = np.ascontiguousarray(np.ldexp(w, -exponent) if exponent else w, dtype=np.float64)
-        return lam, flip_signs(V)
+        return _triangle_top(self.K, s, _checked_tol(tol), check_random_state(random_state),
+                             self.center, "the Gram matrix", means=self._means)
 
 
 def kernel_triangle(kernel: Any, X: Array, *, center: bool = True,

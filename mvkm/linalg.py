@@ -743,17 +743,32 @@ def kernel_top_eigh(
     tol = _checked_tol(tol)
     rng = check_random_state(random_state)
     K = upper_gram(kernel, Xa, n_jobs=n_jobs)
+    return _triangle_top(K, s, tol, rng, center, f"the Gram matrix of {kernel!r}", progress=progress)
+
+
+def _triangle_top(K: NDArray[np.float64], s: int, tol: float, rng: np.random.Generator,
+                  center: bool, what: str, means: Any = None, progress: bool | None = None
+                  ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Lanczos on the upper triangle of a symmetric ``K`` (centred inside the products when
+    ``center``): the route of :func:`kernel_top_eigh` and :meth:`mvkm._gram.GramTriangle.top_eigh`.
+
+    ``means``: the triangle's centring means (:func:`_triangle_means`) if already known;
+    ``what`` names ``K`` in the error raised when it is not finite.
+    """
+    n = K.shape[0]
     diag = np.diagonal(K)
     if not np.all(np.isfinite(diag)):
-        raise ValueError(f"the Gram matrix of {kernel!r} is not finite: rescale the data")
+        raise ValueError(f"{what} is not finite: rescale the data")
     scale = float(np.max(np.abs(diag)))     # max|K_ij| for a positive semi-definite kernel
     if scale == 0.0:                          # not PSD (or K = 0): max|K_ij| over the triangle
         scale = max(float(np.max(np.abs(np.triu(K[i:i + 512, i:])))) for i in range(0, n, 512))
     K, scale, exponent = _unit_scaled(K, scale)
-    means = _triangle_means(K, upper=True) if center else None
-    w, V = _lanczos_top(K, s, tol, None, rng, scale, means, upper=True, progress=progress)
+    if center and (means is None or exponent != 0):
+        means = _triangle_means(K, upper=True)
+    w, V = _lanczos_top(K, s, tol, None, rng, scale, means if center else None, upper=True,
+                        progress=progress)
     if not (np.all(np.isfinite(w)) and np.all(np.isfinite(V))):
-        raise ValueError(f"the Gram matrix of {kernel!r} is not finite: rescale the data")
+        raise ValueError(f"{what} is not finite: rescale the data")
     lam = np.ascontiguousarray(np.ldexp(w, -exponent) if exponent else w, dtype=np.float64)
     return lam, flip_signs(V)
 
