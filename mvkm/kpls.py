@@ -92,27 +92,6 @@ def _full(K: Any) -> NDArray[np.float64]:
     return K.dense() if isinstance(K, GramTriangle) else K
 
 
-def _centre_in_place(T: GramTriangle) -> None:
-    r"""Centre a triangle explicitly, :math:`K_{ij} - r_i - r_j + g` on and above the diagonal.
-
-    The D-inner-product Lanczos iteration resolves eigenvalues of the centred
-    kernels far below the size of the uncentred entries (a wide RBF: entries
-    near 1, centred eigenvalues near 1e-6); centring once, entry by entry, keeps
-    the round-off of each product at that of :func:`mvkm.kernels.center_gram`,
-    where implicit centring inside every product would cancel ``n`` times more.
-    ``T.row_means`` keeps the uncentred means that test-time centring needs.
-    """
-    K, r, g = T.K, T.row_means, T.grand_mean
-    with np.errstate(all="ignore"):          # the strict lower part is never read
-        for i0 in range(0, T.n, 256):
-            i1 = min(T.n, i0 + 256)
-            blk = K[i0:i1, i0:]
-            blk -= r[i0:i1, None]
-            blk -= r[None, i0:]
-            blk += g
-    T.center = False
-
-
 def _diag(K: Any) -> NDArray[np.float64]:
     """The diagonal of a kernel block (of :math:`K_c` for a centring :class:`~mvkm._gram.GramTriangle`)."""
     if isinstance(K, GramTriangle):
@@ -484,7 +463,7 @@ class MultiViewKPLS(BaseEstimator):
             if compact and not isinstance(k, str) and self.dtype != "float32":
                 T = gram_of_view(lambda A: kernel_triangle(k, A, center=False), X, f"views[{v}]")
                 if self.center:
-                    _centre_in_place(T)
+                    T.center_explicitly()
                 self._train_means.append(T.row_means)
                 Ks.append(T)
                 continue
