@@ -1,23 +1,31 @@
 """Course assignments: every chapter in the exercise format builds and grades with otter.
 
 For each such chapter, ``tools/assignments.py`` builds the student notebook,
-the key and the autograder (``otter assign``), and two submissions are graded
-with otter's local runner (``otter.api.grade_submission``), which executes the
-whole notebook: the student version with the exercises at even positions
-(1st, 3rd, ...) solved with the key's code, and the one with those at odd
-positions solved. Each must get exactly the points of its solved exercises and
-zero for its stubs, and no cell of it may raise: in otter's student version the
+the key and the autograder (``otter assign``), and grades two students with
+otter's local runner (``otter.api.grade_submission``): one with the exercises
+at even positions (1st, 3rd, ...) solved with the key's code, one with those
+at odd positions solved. Both are graded in one execution of the chapter
+(``assignments.two_pass_submission``): the chapter's body runs once, then its
+exercise section runs twice, once per student; between the two passes otter's
+check results are saved and cleared and the names the first pass created are
+deleted. Each student must get exactly the points of its solved exercises and
+zero for its stubs, and no cell may raise: in otter's student version the
 visible checks run through ``grader.check`` and report their failures without
 raising, so "only the stubbed exercises fail" means exactly this. Together the
-two executions check what three did before (the key, the untouched student
-version, the first exercise solved):
+two passes check what three full executions did before (the key, the untouched
+student version, the first exercise solved):
 
 * every exercise's solution gets its points from the autograder (in one of the
   two), and every exercise's stub gets zero (in the other);
 * no cell raises because some exercise is a stub: a cell that needs a stubbed
-  exercise's result raises in the submission where that exercise is a stub;
-* checks are independent of each other's solutions: each submission mixes
-  solved exercises and stubs, and each exercise's score follows its own cell.
+  exercise's result raises in the pass where that exercise is a stub (the stub
+  rebinds its names, and the first pass's other names are gone);
+* checks are independent of each other's solutions: each pass mixes solved
+  exercises and stubs, and each exercise's score follows its own cell.
+
+What one execution cannot see: an exercise cell that mutates an object of the
+chapter's body in place (an array, a random generator) hands the second pass a
+changed object. The chapters' exercises use their own seeded generators.
 
 The key itself (the chapter with every solution and its test cells) is the
 book's notebook, which nbval executes and compares.
@@ -53,12 +61,12 @@ def check_chapter(notebook: Path, tmp_path: Path) -> None:
     """Build one chapter's assignment; grade it with the even, then the odd exercises solved."""
     row = assignments.assign(notebook, tmp_path / "build")
     exercises = row["exercises"]
-    for half in (0, 1):
+    folder = tmp_path / "graded"
+    folder.mkdir()
+    passes = assignments.grade_two_pass(row["student"], row["key"], row["autograder"], folder)
+    for half, scores in enumerate(passes):
         solved = set(range(half, len(exercises), 2))
-        folder = tmp_path / f"solved{half}"
-        folder.mkdir()
-        submission = assignments.with_solutions(row["student"], row["key"], solved, folder / row["student"].name)
-        scores, errors = _graded(submission, row["autograder"])
+        errors = scores.pop("__errors__")
         assert not errors, f"with exercises {sorted(solved)} solved, cells raised outside the checks: {errors}"
         assert scores == {ex.question: (ex.points if k in solved else 0) for k, ex in enumerate(exercises)}
 
@@ -87,3 +95,28 @@ def test_summary_lists_every_formatted_chapter(tmp_path, monkeypatch):
         for ex in row["exercises"]:
             body = key.cells[ex.solution].source.split("\n", 1)[1].strip()
             assert body and body not in text
+
+
+def test_two_pass_submission_runs_the_body_once_and_the_exercises_twice(tmp_path):
+    """The graded submission: the chapter's body, then its exercise section with the even
+    exercises solved, the cell between the passes, the section again with the odd ones solved."""
+    notebook = FORMATTED[0][1]
+    row = assignments.assign(notebook, tmp_path / "build")
+    sub, second = assignments.two_pass_submission(row["student"], row["key"], tmp_path / "sub.ipynb",
+                                                  tmp_path / "scores.pkl")
+    stu = nbformat.read(row["student"], as_version=4)
+    got = nbformat.read(sub, as_version=4)
+    start = assignments.exercise_section(stu)
+    section = len(stu.cells) - start
+    assert len(got.cells) == start + 1 + section + 1 + section and second == start + section + 2
+    assert [c.source for c in got.cells[:start]] == [c.source for c in stu.cells[:start]]
+    key_bodies = [c.source.split("# END SOLUTION")[0].replace("# BEGIN SOLUTION NO PROMPT\n", "", 1)
+                  for c in nbformat.read(row["key"], as_version=4).cells
+                  if c.cell_type == "code" and "otter_assign_solution_cell" in c.metadata.get("tags", [])]
+    stubs = assignments._answer_cells(stu)
+    for half, first in ((0, start + 1), (1, second)):
+        answers = assignments._answer_cells(nbformat.v4.new_notebook(cells=got.cells[first:first + section]))
+        assert [a.source for a in answers] == [key_bodies[k] if k % 2 == half else stubs[k].source
+                                               for k in range(len(stubs))]
+    assert "clear_results()" in got.cells[second - 1].source
+    assert len({c.id for c in got.cells}) == len(got.cells)

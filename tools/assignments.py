@@ -228,6 +228,89 @@ def with_solutions(student: Path, key: Path, solved: set[int], dest: Path) -> Pa
     return dest
 
 
+# Cells that the two-pass submission (``two_pass_submission``) adds between its parts. They
+# run in the grading kernel: otter's Checker keeps one result per ``grader.check`` call,
+# so the first pass's results are saved and cleared before the second pass starts, and the
+# names the first pass created are deleted (names starting with "_" are IPython's or ours).
+_SNAPSHOT_CELL = "_mvkm_body_names = {n for n in globals() if not n.startswith('_')}"
+_BETWEEN_PASSES_CELL = """\
+import pickle as _mvkm_pickle
+from otter.execute import Checker as _MvkmChecker
+from otter.test_files import GradingResults as _MvkmResults
+with open({path!r}, "wb") as _mvkm_f:
+    _mvkm_pickle.dump({{q: _MvkmResults(_MvkmChecker.get_results()).get_score(q)
+                       for q in _MvkmResults(_MvkmChecker.get_results()).test_files}}, _mvkm_f)
+_MvkmChecker.clear_results()
+for _mvkm_n in [n for n in globals() if not n.startswith('_') and n not in _mvkm_body_names]:
+    del globals()[_mvkm_n]
+"""
+
+
+def exercise_section(nb: nbformat.NotebookNode) -> int:
+    """Index of the first cell of a notebook's exercise section (its first ``{exercise}``)."""
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and exercise_labels(cell.source):
+            return i
+    raise ValueError("the notebook has no {exercise}")
+
+
+def two_pass_submission(student: Path, key: Path, dest: Path, first_pass_scores: Path) -> tuple[Path, int]:
+    """One submission that grades two students in one execution of the chapter.
+
+    The chapter's cells before its exercise section run once; then the exercise
+    section runs twice: first with the exercises at even positions (1st, 3rd,
+    ...) solved and the others stubbed, then with the odd ones solved. Between
+    the passes a cell writes the first pass's scores (otter's own check results)
+    to ``first_pass_scores``, clears them, and deletes the names that the first
+    pass created, so that a cell of the second pass cannot use a result of the
+    first (names of the chapter's body, which both passes share, stay).
+
+    Returns the submission's path and the index of its first second-pass cell.
+    """
+    stu = nbformat.read(student, as_version=4)
+    start = exercise_section(stu)
+    passes = []
+    for half in (0, 1):
+        tmp = dest.with_name(f"{dest.stem}-pass{half}.ipynb")
+        with_solutions(student, key, set(range(half, len(_answer_cells(stu)), 2)), tmp)
+        passes.append(nbformat.read(tmp, as_version=4).cells[start:])
+        tmp.unlink()
+    code = nbformat.v4.new_code_cell
+    cells = (stu.cells[:start] + [code(_SNAPSHOT_CELL)] + passes[0]
+             + [code(_BETWEEN_PASSES_CELL.format(path=str(first_pass_scores.resolve())))])
+    second = len(cells)
+    stu.cells = cells + passes[1]
+    for k, cell in enumerate(stu.cells):        # the copies of the section need ids of their own
+        cell["id"] = f"mvkm-{k}"
+    nbformat.write(stu, dest)
+    return dest, second
+
+
+def _answer_cells(nb: nbformat.NotebookNode) -> list:
+    return [c for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
+
+
+def grade_two_pass(student: Path, key: Path, autograder: Path, folder: Path) -> list[dict]:
+    """Grade a chapter's two half-solved students in one execution (``two_pass_submission``).
+
+    Returns one dict per pass (even exercises solved, then odd): question ->
+    score, and ``"__errors__"``, the cells of that pass that raised, as
+    ``(index, first line)`` in the executed notebook (the chapter's body counts
+    with the first pass).
+    """
+    import pickle
+
+    first = folder / "first-pass-scores.pkl"
+    submission, _ = two_pass_submission(student, key, folder / student.name, first)
+    results = grade(submission, autograder)
+    errors = results.pop("__errors__")
+    with open(first, "rb") as f:
+        scores0 = pickle.load(f)
+    split = results.pop("__between__")
+    return [dict(scores0, __errors__=[e for e in errors if e[0] <= split]),
+            dict(results, __errors__=[e for e in errors if e[0] > split])]
+
+
 def grade(submission: Path, autograder: Path) -> dict[str, float]:
     """Grade one submission with otter's local runner: question -> score.
 
@@ -244,6 +327,8 @@ def grade(submission: Path, autograder: Path) -> dict[str, float]:
         for k, cell in enumerate(results.notebook.cells):
             if cell.cell_type == "code" and any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
                 errors.append((k, cell.source.splitlines()[0] if cell.source else ""))
+            if cell.cell_type == "code" and cell.source.startswith("import pickle as _mvkm_pickle"):
+                scores["__between__"] = k       # a two-pass submission's cell between its passes
     scores["__errors__"] = errors
     return scores
 
