@@ -25,7 +25,9 @@ student version, the first exercise solved):
 
 What one execution cannot see: an exercise cell that mutates an object of the
 chapter's body in place (an array, a random generator) hands the second pass a
-changed object. The chapters' exercises use their own seeded generators.
+changed object. One exercise does so (``ppca/primal``, exercise 3, draws its BFGS
+start from the chapter's generator); its checks are on the optimum, which does not
+depend on the start.
 
 The key itself (the chapter with every solution and its test cells) is the
 book's notebook, which nbval executes and compares.
