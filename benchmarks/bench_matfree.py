@@ -6,6 +6,7 @@ Run from the repository root::
     python benchmarks/bench_matfree.py --quick    # n = 1500 and n = 8000, a smoke run
     python benchmarks/bench_matfree.py --no-float32 --threads 2
     python benchmarks/bench_matfree.py --crossover 5000 10000 20000   # against kernel_top_eigh
+    python benchmarks/bench_matfree.py --numpy 8000 20000   # torch tiles against numpy's
 
 Data: ``X = numpy.random.default_rng(0).standard_normal((n, 10))``, kernel
 ``RBF(3.0)`` (about the median heuristic), centred, top ``s = 10``.
@@ -165,6 +166,44 @@ def crossover(sizes: list[int], repeats: int = 1) -> list[dict]:
     return rows
 
 
+def backends(sizes: list[int], threads: int) -> None:
+    """The numpy tiles (what ``mvkm.matfree`` uses without torch) against torch's: one
+    block product (b = 20) and ``matfree_top_eigh`` (top 10), float64 and float32 tiles,
+    interleaved (best of two), wall and CPU time; the results must agree to round-off."""
+    import mvkm.matfree as matfree
+
+    print(f"# matfree: numpy tiles against torch tiles ({threads} threads, RBF({SIGMA}), "
+          f"d = {D_FEATURES}; load average {os.getloadavg()[0]:.1f})\n")
+    print("| n | tiles | what | torch s (CPU s) | numpy s (CPU s) | numpy / torch (CPU) | max rel. difference |")
+    print("|---|---|---|---|---|---|---|")
+    for n in sizes:
+        X = make_data(n)
+        Z = np.random.default_rng(1).standard_normal((n, 20))
+        for dtype in ("float64", "float32"):
+            for what in ("product", "top 10"):
+                t: dict = {"torch": [], "numpy": [], "torch_cpu": [], "numpy_cpu": []}
+                out = {}
+                for r in range(2):
+                    for name in (("torch", "numpy") if r == 0 else ("numpy", "torch")):
+                        matfree.torch = torch if name == "torch" else None
+                        t0, c0 = time.perf_counter(), time.process_time()
+                        if what == "product":
+                            out[name] = KernelOperator(X, RBF(SIGMA), dtype=dtype) @ Z
+                        else:
+                            out[name] = matfree_top_eigh(X, RBF(SIGMA), S, dtype=dtype, progress=False)[0]
+                        t[name].append(time.perf_counter() - t0)
+                        t[name + "_cpu"].append(time.process_time() - c0)
+                matfree.torch = torch
+                b = {k: min(v) for k, v in t.items()}
+                diff = float(np.abs(out["numpy"] - out["torch"]).max() / np.abs(out["torch"]).max())
+                print(f"| {n} | {dtype} | {what} | {b['torch']:.2f} ({b['torch_cpu']:.2f}) | "
+                      f"{b['numpy']:.2f} ({b['numpy_cpu']:.2f}) | {b['numpy'] / b['torch']:.2f} "
+                      f"({b['numpy_cpu'] / b['torch_cpu']:.2f}) | {diff:.1e} |", flush=True)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+    print(f"reproduce: python benchmarks/bench_matfree.py --threads {threads} --numpy "
+          + " ".join(map(str, sizes)))
+
+
 def large_run(n: int, dtype: torch.dtype) -> dict:
     X = make_data(n)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -193,6 +232,8 @@ def main() -> None:
     parser.add_argument("--crossover", type=int, nargs="*", default=None,
                         help="only time matfree_top_eigh against kernel_top_eigh at these n "
                              "(default 5000 10000 20000)")
+    parser.add_argument("--numpy", type=int, nargs="*", default=None,
+                        help="only time numpy tiles against torch tiles at these n (default 8000)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     try:
@@ -201,6 +242,9 @@ def main() -> None:
         threadpool_limits(args.threads)
     except ImportError:  # pragma: no cover
         pass
+    if args.numpy is not None:
+        backends(args.numpy or [8000], args.threads)
+        return
     if args.crossover is not None:
         sizes = args.crossover or [5000, 10000, 20000]
         print(f"# matfree_top_eigh against kernel_top_eigh ({args.threads} threads, RBF({SIGMA}), "

@@ -10,7 +10,9 @@ sampling and pre-images (:mod:`mvkm.preimage`).
 :mod:`mvkm.stiefel` needs PyTorch; it (and its names ``CayleyAdam`` and
 ``maximize_trace``) is imported on first use, so ``import mvkm`` stays fast
 for code that never touches the Stiefel manifold. So is :mod:`mvkm.matfree`
-(``KernelOperator``, ``matfree_top_eigh``: kernel matrices too large to store).
+(``KernelOperator``, ``matfree_top_eigh``: kernel matrices too large to store),
+which computes its tiles with torch where it is installed and with numpy
+otherwise.
 :mod:`mvkm.covariance` holds the streamed reduction of every primal model
 (``feature_moments``: means and scatter of the stacked features, in chunks, on
 a torch device or a Dask cluster); it imports torch and dask only when used.
@@ -76,7 +78,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Import the torch-based :mod:`mvkm.stiefel` and :mod:`mvkm.matfree` lazily (PEP 562)."""
+    """Import :mod:`mvkm.stiefel` (torch) and :mod:`mvkm.matfree` lazily (PEP 562)."""
     if name in _LAZY:
         module = importlib.import_module("." + (_LAZY[name] or name), __name__)
         return module if _LAZY[name] is None else getattr(module, name)

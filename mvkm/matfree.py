@@ -13,7 +13,12 @@ approximation (Williams & Seeger, 2001), so that each :math:`n^2` pass over the
 kernel serves :math:`b \approx 2s` vectors and few passes are needed.
 
 The tiles are computed in ``torch`` on the CPU or, when available, on a CUDA
-device; numpy arrays go in and come out (float64).
+device; numpy arrays go in and come out (float64). Without torch (it is the
+extra ``mvkm[torch]``) numpy computes them on the CPU, with the same tiles, the
+same Python threads over tile rows (numpy releases the GIL in its products and
+element-wise passes) and the same numbers to round-off; measured by
+``benchmarks/bench_matfree.py --numpy``: see ``benchmarks/README.md``.
+``device="cuda"`` needs torch.
 
 References
 ----------
@@ -38,7 +43,8 @@ import numpy as np
 import scipy.sparse.linalg
 from numpy.typing import ArrayLike, NDArray
 
-from ._optional import require_torch
+from ._optional import TORCH_HINT, optional_torch
+from ._parallel import _controller, n_threads
 from ._validation import (
     check_array,
     check_count,
@@ -58,7 +64,36 @@ from .linalg import (
     flip_signs,
 )
 
-torch = require_torch("the matrix-free kernel operator (mvkm.matfree)")
+torch = optional_torch()          # None without mvkm[torch]: numpy computes the tiles
+
+
+def _torch() -> Any | None:
+    """The tiles' backend: torch where it is installed, else ``None`` (numpy on the CPU)."""
+    return torch
+
+
+class _NumpyCPU:
+    """The device of the numpy backend (what ``torch.device("cpu")`` is to torch's)."""
+
+    type = "cpu"
+    index = None
+
+    def __repr__(self) -> str:
+        return "cpu"
+
+    def __eq__(self, other: object) -> bool:
+        return other == "cpu" or isinstance(other, _NumpyCPU)
+
+    def __hash__(self) -> int:
+        return hash("cpu")
+
+
+def _is_float32(dtype: Any) -> bool:
+    return str(dtype).removeprefix("torch.") == "float32"
+
+
+def _eps(dtype: Any) -> float:
+    return float(np.finfo(np.float32 if _is_float32(dtype) else np.float64).eps)
 
 __all__ = ["KernelOperator", "matfree_top_eigh"]
 
@@ -92,8 +127,22 @@ _PARALLEL_TILE_ROWS = True
 # argument checks
 # ---------------------------------------------------------------------------
 
-def _check_device(device: Any) -> torch.device:
-    """``None``/"cpu"/"cuda"/"cuda:k"/torch.device -> torch.device; CUDA only if available."""
+def _check_device(device: Any) -> Any:
+    """``None``/"cpu"/"cuda"/"cuda:k"/torch.device -> torch.device; CUDA only if available.
+
+    Without torch: ``None`` or ``"cpu"`` -> the numpy backend's CPU; a CUDA device
+    raises the ImportError that names ``mvkm[torch]``."""
+    torch = _torch()
+    if isinstance(device, _NumpyCPU):
+        return device
+    if torch is None:
+        if device is None or (isinstance(device, str) and device == "cpu"):
+            return _NumpyCPU()
+        if isinstance(device, str) and device.split(":")[0] == "cuda":
+            raise ImportError(f"device={device!r} needs PyTorch, which is not installed here: "
+                              f"{TORCH_HINT}")
+        raise ValueError(f"device must be None or 'cpu' without torch ('cuda' needs "
+                         f"mvkm[torch]), got {device!r}")
     if device is None:
         return torch.device("cpu")
     if not isinstance(device, (str, torch.device)):
@@ -114,8 +163,19 @@ def _check_device(device: Any) -> torch.device:
     return dev
 
 
-def _check_dtype(dtype: Any) -> torch.dtype:
-    """``None``/torch.float64/torch.float32 (or numpy/str spellings) -> torch dtype."""
+def _check_dtype(dtype: Any) -> Any:
+    """``None``/torch.float64/torch.float32 (or numpy/str spellings) -> torch dtype.
+
+    Without torch: ``None``/numpy or str spellings -> numpy dtype."""
+    torch = _torch()
+    if torch is None:
+        try:
+            np_dtype = np.dtype("float64" if dtype is None else dtype)
+        except TypeError:
+            np_dtype = None
+        if np_dtype in (np.float64, np.float32):
+            return np_dtype
+        raise ValueError(f"dtype must be float64 (default) or float32, got {dtype!r}")
     if dtype is None:
         return torch.float64
     if isinstance(dtype, torch.dtype):
@@ -265,21 +325,60 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         self.X = X
         self.n_products_ = 0
         self._shift = X.mean(axis=0) if isinstance(kernel, (RBF, Laplacian)) else None
+        self._torch = _torch()
+        # numpy's worker threads, decided here (a caller may hold BLAS to one thread later)
+        self._numpy_workers = n_threads()
         self._left, self._right = self._factors(X)
-        ones = torch.ones(n, 1, dtype=self.tile_dtype, device=self.device)
-        r = self._raw_matmat(ones)[:, 0] / n
+        r = self._raw_matmat(self._to_tiles(np.ones((n, 1))))[:, 0] / n
         self._r = r
         self._g = float(r.mean())
-        if not (np.isfinite(self._g) and bool(torch.isfinite(r).all())):
+        self.row_means_ = self._numpy(r)
+        if not (np.isfinite(self._g) and bool(np.isfinite(self.row_means_).all())):
             raise ValueError(
                 f"the Gram matrix of {kernel!r} on X is not finite (an entry overflows "
                 f"{str(self.tile_dtype).replace('torch.', '')}); rescale the data")
-        self.row_means_ = r.cpu().numpy()
         self.grand_mean_ = self._g
         self._kdiag = self.kernel.diag(X)
 
     # -- tiles ---------------------------------------------------------------
-    def _factors(self, Y: NDArray[np.float64]) -> tuple[torch.Tensor, torch.Tensor]:
+    # -- the backend (torch, or numpy without it) ---------------------------
+    def _to_tiles(self, A: NDArray[np.float64]) -> Any:
+        """A numpy array as a contiguous array of the backend, in the tile dtype."""
+        A = np.ascontiguousarray(A, dtype=np.float64)
+        if self._torch is None:
+            return A.astype(self.tile_dtype, copy=False)
+        return self._torch.as_tensor(A).to(device=self.device, dtype=self.tile_dtype)
+
+    def _to_float64(self, A: NDArray[np.float64]) -> Any:
+        A = np.asarray(A, dtype=np.float64)
+        return A if self._torch is None else self._torch.as_tensor(A).to(self.device)
+
+    def _numpy(self, t: Any) -> NDArray[np.float64]:
+        return np.asarray(t, dtype=np.float64) if self._torch is None else t.cpu().numpy()
+
+    def _zeros(self, *shape: int, f64: bool = True) -> Any:
+        if self._torch is None:
+            return np.zeros(shape, dtype=np.float64 if f64 else self.tile_dtype)
+        return self._torch.zeros(*shape, dtype=self._torch.float64 if f64 else self.tile_dtype,
+                                 device=self.device)
+
+    def _buffer(self, size: int) -> Any:
+        if self._torch is None:
+            return np.empty(size, dtype=self.tile_dtype)
+        return self._torch.empty(size, dtype=self.tile_dtype, device=self.device)
+
+    def _tile_product(self, buf: Any, left: Any, right: Any) -> Any:
+        """``left @ right.T`` written into the front of the flat buffer ``buf``."""
+        shape = (left.shape[0], right.shape[0])
+        if self._torch is None:
+            tile = buf[: shape[0] * shape[1]].reshape(shape)
+            np.matmul(left, right.T, out=tile)
+        else:
+            tile = buf[: shape[0] * shape[1]].view(*shape)
+            self._torch.mm(left, right.T, out=tile)
+        return tile
+
+    def _factors(self, Y: NDArray[np.float64]) -> tuple[Any, Any]:
         r"""Left and right factors ``(A, B)`` of the rows of ``Y``: a tile is ``finish(A_I B_J^T)``."""
         k = self.kernel
         if isinstance(k, (RBF, Laplacian)):
@@ -300,13 +399,28 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         if not (np.all(np.isfinite(A)) and np.all(np.isfinite(B))):
             raise ValueError(f"X is too large for {k!r} in float64 (its squared norms overflow); "
                              "rescale the data")
-        to = dict(dtype=self.tile_dtype, device=self.device)
-        At = torch.as_tensor(A, **to)
-        return At, (At if B is A else torch.as_tensor(B, **to))
+        At = self._to_tiles(A)
+        return At, (At if B is A else self._to_tiles(B))
 
-    def _finish(self, tile: torch.Tensor, diagonal: bool) -> None:
+    def _finish(self, tile: Any, diagonal: bool) -> None:
         """Turn ``A_I B_J^T`` into the kernel tile, in place (``diagonal``: I == J)."""
         k = self.kernel
+        if self._torch is None:
+            if isinstance(k, RBF):
+                np.minimum(tile, 0.0, out=tile)
+                if diagonal:
+                    np.fill_diagonal(tile, 0.0)
+                np.exp(tile, out=tile)
+            elif isinstance(k, Laplacian):
+                np.maximum(tile, 0.0, out=tile)
+                if diagonal:
+                    np.fill_diagonal(tile, 0.0)
+                np.sqrt(tile, out=tile)
+                np.negative(tile, out=tile)
+                np.exp(tile, out=tile)
+            elif isinstance(k, Polynomial) and k.degree != 1:
+                np.power(tile, k.degree, out=tile)
+            return
         if isinstance(k, RBF):
             tile.clamp_(max=0.0)
             if diagonal:
@@ -328,8 +442,11 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         return tqdm(total=total, desc="kernel tiles", unit="tile row", leave=False)
 
     def _workers(self) -> int:
-        """Threads over tile rows: torch's intra-op thread count on the CPU, 1 on a GPU."""
-        return 1 if self.device.type == "cuda" else max(1, torch.get_num_threads())
+        """Threads over tile rows: torch's intra-op thread count on the CPU, 1 on a GPU;
+        with numpy, :func:`mvkm._parallel.n_threads` at construction."""
+        if self._torch is None:
+            return self._numpy_workers
+        return 1 if self.device.type == "cuda" else max(1, self._torch.get_num_threads())
 
     def _over_rows(self, rows: list[int], new_state: Callable[[], Any],
                    row: Callable[[int, Any], None]) -> list[Any]:
@@ -368,20 +485,27 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
                     if bar is not None:
                         bar.update(1)
 
-            threads = torch.get_num_threads()
-            torch.set_num_threads(1)
-            try:
+            def run() -> None:
                 with ThreadPoolExecutor(max_workers=workers) as pool:
                     for future in [pool.submit(work, st) for st in states]:
                         future.result()
+
+            if self._torch is None:     # numpy's BLAS single-threaded in each worker
+                with _controller().limit(limits=1, user_api="blas"):
+                    run()
+                return states
+            threads = self._torch.get_num_threads()
+            self._torch.set_num_threads(1)
+            try:
+                run()
             finally:
-                torch.set_num_threads(threads)
+                self._torch.set_num_threads(threads)
             return states
         finally:
             if bar is not None:
                 bar.close()
 
-    def _raw_matmat(self, Z: torch.Tensor) -> torch.Tensor:
+    def _raw_matmat(self, Z: Any) -> Any:
         r""":math:`K Z` (uncentred) for ``Z`` of shape (n, b) in the tile dtype; float64 out.
 
         Tiles on and above the diagonal only; row block ``I`` adds
@@ -389,29 +513,27 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         :math:`(K_{IJ}^\top Z_I)^\top` in its own ``b x n`` buffer.
         """
         self.n_products_ += 1
-        f64 = torch.float64
         if isinstance(self.kernel, Linear):
-            return (self._left @ (self._left.T @ Z)).to(f64)
+            KZ = self._left @ (self._left.T @ Z)
+            return KZ.astype(np.float64) if self._torch is None else KZ.to(self._torch.float64)
         n, b, T = Z.shape[0], Z.shape[1], self.tile_size
         L, R = self._left, self._right
-        acc = torch.zeros(n, b, dtype=f64, device=self.device)
-        ZT = Z.T.contiguous()
-        same = self.tile_dtype == f64
+        acc = self._zeros(n, b)
+        ZT = np.ascontiguousarray(Z.T) if self._torch is None else Z.T.contiguous()
+        same = self._torch is not None and self.tile_dtype == self._torch.float64
         rows = list(range(0, n, T))
 
-        def new_state() -> tuple[torch.Tensor, torch.Tensor]:
+        def new_state() -> tuple[Any, Any]:
             # a tile buffer and this worker's (K_IJ^T Z_I)^T accumulator (lower half)
-            return (torch.empty(min(T, n) ** 2, dtype=self.tile_dtype, device=self.device),
-                    torch.zeros(b, n, dtype=f64, device=self.device))
+            return self._buffer(min(T, n) ** 2), self._zeros(b, n)
 
-        def tile_row(i0: int, state: tuple[torch.Tensor, torch.Tensor]) -> None:
+        def tile_row(i0: int, state: tuple[Any, Any]) -> None:
             buf, accT = state
             i1 = min(n, i0 + T)
             LI = L[i0:i1]
             for j0 in range(i0, n, T):
                 j1 = min(n, j0 + T)
-                tile = buf[: (i1 - i0) * (j1 - j0)].view(i1 - i0, j1 - j0)
-                torch.mm(LI, R[j0:j1].T, out=tile)
+                tile = self._tile_product(buf, LI, R[j0:j1])
                 self._finish(tile, j0 == i0)
                 # the Z^T side as (b x T) @ (T x T): 3-4x faster than tile.T @ Z with MKL
                 if same:
@@ -427,25 +549,25 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         accT = states[0][1]
         for st in states[1:]:
             accT += st[1]
-        return acc.add_(accT.T)
+        acc += accT.T
+        return acc
 
-    def _cross_matmat(self, left: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+    def _cross_matmat(self, left: Any, A: Any) -> Any:
         r""":math:`K(Y, X) A` for the left factors of rows ``Y`` and ``A`` (n, b); float64 out."""
-        f64 = torch.float64
         if isinstance(self.kernel, Linear):
-            return (left @ (self._left.T @ A)).to(f64)
+            KA = left @ (self._left.T @ A)
+            return KA.astype(np.float64) if self._torch is None else KA.to(self._torch.float64)
         m, n, T = left.shape[0], self._right.shape[0], self.tile_size
-        acc = torch.zeros(m, A.shape[1], dtype=f64, device=self.device)
+        acc = self._zeros(m, A.shape[1])
 
-        def new_state() -> torch.Tensor:
-            return torch.empty(min(T, m) * min(T, n), dtype=self.tile_dtype, device=self.device)
+        def new_state() -> Any:
+            return self._buffer(min(T, m) * min(T, n))
 
-        def tile_row(i0: int, buf: torch.Tensor) -> None:
+        def tile_row(i0: int, buf: Any) -> None:
             i1 = min(m, i0 + T)
             for j0 in range(0, n, T):
                 j1 = min(n, j0 + T)
-                tile = buf[: (i1 - i0) * (j1 - j0)].view(i1 - i0, j1 - j0)
-                torch.mm(left[i0:i1], self._right[j0:j1].T, out=tile)
+                tile = self._tile_product(buf, left[i0:i1], self._right[j0:j1])
                 self._finish(tile, False)
                 acc[i0:i1] += tile @ A[j0:j1]
 
@@ -453,26 +575,22 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         return acc
 
     def _block(self, rows: slice | NDArray[np.intp], cols: NDArray[np.intp],
-               diagonal: bool = False) -> torch.Tensor:
+               diagonal: bool = False) -> Any:
         """The kernel block ``K[rows][:, cols]`` (small blocks only: the Nystrom start)."""
         tile = self._left[rows] @ self._right[cols].T
         self._finish(tile, diagonal)
-        return tile.to(torch.float64)
-
-    def _to_torch(self, Z: NDArray[np.float64]) -> torch.Tensor:
-        return torch.as_tensor(np.ascontiguousarray(Z, dtype=np.float64)).to(
-            device=self.device, dtype=self.tile_dtype)
+        return tile.astype(np.float64) if self._torch is None else tile.to(self._torch.float64)
 
     # -- LinearOperator interface ---------------------------------------------
     def _matmat(self, Z: NDArray[np.float64]) -> NDArray[np.float64]:
         Z = np.asarray(Z, dtype=np.float64)
-        return self._apply(self._to_torch(Z), torch.as_tensor(Z).to(self.device)).cpu().numpy()
+        return self._numpy(self._apply(self._to_tiles(Z), self._to_float64(Z)))
 
-    def _apply(self, Zt: torch.Tensor, Z64: torch.Tensor) -> torch.Tensor:
+    def _apply(self, Zt: Any, Z64: Any) -> Any:
         """``K_c Z`` (or ``K Z``) as a float64 tensor; ``Zt`` in the tile dtype, ``Z64`` float64."""
         KZ = self._raw_matmat(Zt)
         if self.center:
-            sums = Z64.sum(dim=0)
+            sums = Z64.sum(0)
             KZ -= self._r[:, None] * sums[None, :]
             KZ -= (self._r @ Z64 - self._g * sums)[None, :]
         return KZ
@@ -557,7 +675,7 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         check_bool(center, "center")
         cols = np.hstack([A2, np.full((n, 1), 1.0 / n)]) if center else A2
         left, _ = self._factors(Xt)
-        out = self._cross_matmat(left, self._to_torch(cols)).cpu().numpy()
+        out = self._numpy(self._cross_matmat(left, self._to_tiles(cols)))
         if center:
             kbar = out[:, -1:]                  # (1/n) K(X_test, X) 1
             out = out[:, :-1]
@@ -584,35 +702,41 @@ def _nystrom_start(op: KernelOperator, b: int, m: int,
     :math:`nm` kernel evaluations). Returns the block and the Nystrom eigenvalues.
     """
     n = op.shape[0]
-    idx = torch.as_tensor(np.sort(rng.choice(n, size=m, replace=False)), device=op.device)
-    # the small eigenproblems in torch: numpy's OpenBLAS (busy-waiting threads) took
-    # 4.9 s instead of 0.03 s for m = 500 on the loaded 2-core reference machine
-    W = op._block(idx, idx, diagonal=True)
-    w, U = torch.linalg.eigh(0.5 * (W + W.T))
-    keep = w > max(float(w.max()), np.finfo(float).tiny) * m * np.finfo(float).eps
-    Wih = U[:, keep] / w[keep].sqrt()  # W^{+1/2} on its numerical range, m x r
-    T = op.tile_size
-    G = torch.zeros(m, m, dtype=torch.float64, device=op.device)
-    c = torch.zeros(m, dtype=torch.float64, device=op.device)
-    for i0 in range(0, n, T):
-        C = op._block(slice(i0, min(n, i0 + T)), idx)
-        G += C.T @ C
-        c += C.sum(dim=0)
-    if op.center:
-        G -= torch.outer(c, c) / n
-    H = Wih.T @ G @ Wih
-    theta, P = torch.linalg.eigh(0.5 * (H + H.T))
-    theta, P = theta.flip(0)[:b], P.flip(1)[:, :b]
-    theta = theta.clamp(min=float(theta[0]) * 1e-14 + np.finfo(float).tiny)
-    Gb = Wih @ (P / theta.sqrt())            # m x b: Q = M_c C Gb
-    shift = (c @ Gb) / n if op.center else torch.zeros_like(Gb[0])
-    Q = np.empty((n, Gb.shape[1]))
-    for i0 in range(0, n, T):
-        i1 = min(n, i0 + T)
-        Q[i0:i1] = (op._block(slice(i0, i1), idx) @ Gb - shift).cpu().numpy()
+    idx = np.sort(rng.choice(n, size=m, replace=False))
+    torch = op._torch
+    if torch is not None:
+        idx = torch.as_tensor(idx, device=op.device)
+        # the small eigenproblems in torch: numpy's OpenBLAS (busy-waiting threads) took
+        # 4.9 s instead of 0.03 s for m = 500 on the loaded 2-core reference machine
+        eigh = torch.linalg.eigh
+    else:           # numpy: its BLAS held to one thread (as run_parallel does)
+        eigh = np.linalg.eigh
+    with _controller().limit(limits=1, user_api="blas"):
+        W = op._block(idx, idx, diagonal=True)
+        w, U = eigh(0.5 * (W + W.T))
+        keep = w > max(float(w.max()), np.finfo(float).tiny) * m * np.finfo(float).eps
+        Wih = U[:, keep] / (w[keep] ** 0.5)  # W^{+1/2} on its numerical range, m x r
+        T = op.tile_size
+        G, c = op._zeros(m, m), op._zeros(m)
+        for i0 in range(0, n, T):
+            C = op._block(slice(i0, min(n, i0 + T)), idx)
+            G += C.T @ C
+            c += C.sum(0)
+        if op.center:
+            G -= c[:, None] * c[None, :] / n
+        H = Wih.T @ G @ Wih
+        theta, P = eigh(0.5 * (H + H.T))
+        theta, P = op._numpy(theta)[::-1][:b].copy(), op._numpy(P)[:, ::-1][:, :b].copy()
+        theta = np.maximum(theta, theta[0] * 1e-14 + np.finfo(float).tiny)
+        Gb = op._to_float64(op._numpy(Wih) @ (P / np.sqrt(theta)))   # m x b: Q = M_c C Gb
+        shift = (c @ Gb) / n if op.center else 0.0
+        Q = np.empty((n, Gb.shape[1]))
+        for i0 in range(0, n, T):
+            i1 = min(n, i0 + T)
+            Q[i0:i1] = op._numpy(op._block(slice(i0, i1), idx) @ Gb - shift)
     if Q.shape[1] < b:  # the Nystrom kernel has rank < b (e.g. Linear with d < b)
         Q = np.hstack([Q, rng.standard_normal((n, b - Q.shape[1]))])
-    return Q, theta.cpu().numpy()
+    return Q, theta
 
 
 def _check_tol(tol: Any) -> float:
@@ -781,7 +905,7 @@ def matfree_top_eigh(
             raise ValueError(f"n_landmarks must be between the block size {b} and n = {n}, got {m}")
     rng = check_random_state(random_state)
     torch_dtype = _check_dtype(dtype)
-    if torch_dtype == torch.float32:
+    if _is_float32(torch_dtype):
         tol = max(tol, _FLOAT32_TOL)
 
     op = KernelOperator(X, kernel, center=center, device=device, dtype=torch_dtype,
@@ -796,7 +920,7 @@ def matfree_top_eigh(
 
     bar = progress_bar(None, "matfree_top_eigh", progress, unit="product")
     # round-off of one product with K_c: about n eps max|K| (|K_ij| <= max_i k(x_i, x_i))
-    eps = float(torch.finfo(torch_dtype).eps)
+    eps = _eps(torch_dtype)
     floor = n * eps * max(float(np.abs(op._kdiag).max()), np.finfo(float).tiny)
 
     def matmat(Z: NDArray[np.float64]) -> NDArray[np.float64]:

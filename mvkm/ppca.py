@@ -450,7 +450,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
                 "explicit feature_map")
             if self.kernel_storage == "dense":
                 raise short
-        from .matfree import _check_kernel               # imports torch: only when needed
+        from .matfree import _check_kernel
 
         try:
             _check_kernel(kernel)

@@ -3,6 +3,9 @@
 Every result is compared with the dense path (``kernel(X)``, ``center_gram``,
 ``top_eigh(method="dense")``) on small problems (n <= 1000), with tiles
 smaller than n so that several tiles, and ragged edge tiles, are exercised.
+Every test runs on both backends of the tiles: torch (``mvkm[torch]``) and
+numpy (what the module uses without torch; here by setting ``matfree.torch``
+to ``None``). Without torch installed, only the numpy backend runs.
 """
 
 from __future__ import annotations
@@ -14,11 +17,30 @@ import numpy as np
 import pytest
 import scipy.sparse.linalg
 
-torch = pytest.importorskip("torch", reason='needs torch: pip install "mvkm[torch]"')
+try:
+    import torch
+except ImportError:             # the wheel's tests without mvkm[torch]: numpy tiles only
+    torch = None
 
+import mvkm.matfree as matfree
 from mvkm.kernels import RBF, Laplacian, Linear, Polynomial, center_gram, center_test_gram
 from mvkm.linalg import ConvergenceWarning, top_eigh
 from mvkm.matfree import KernelOperator, matfree_top_eigh
+
+BACKENDS = (["torch"] if torch is not None else []) + ["numpy"]
+
+
+@pytest.fixture(params=BACKENDS, autouse=True)
+def backend(request, monkeypatch):
+    """The tiles' backend of the test: torch, or numpy as without torch."""
+    if request.param == "numpy":
+        monkeypatch.setattr(matfree, "torch", None)
+    return request.param
+
+
+def needs_torch_backend(backend):
+    if backend != "torch":
+        pytest.skip("a torch-only feature (CUDA, torch's threads or profiler)")
 
 KERNELS = [RBF(2.0), Laplacian(3.0), Polynomial(3, 1.0), Linear()]
 IDS = ["rbf", "laplacian", "polynomial", "linear"]
@@ -88,12 +110,12 @@ def test_float32_tiles_within_stated_tolerance(data):
     X, Z, _ = data
     kernel = RBF(2.0)
     K = center_gram(kernel(X))
-    op = KernelOperator(X, kernel, dtype=torch.float32, tile_size=TILE)
-    assert op.tile_dtype == torch.float32
+    op = KernelOperator(X, kernel, dtype="float32", tile_size=TILE)
+    assert str(op.tile_dtype).removeprefix("torch.") == "float32"
     out = op @ Z
     assert out.dtype == np.float64
     np.testing.assert_allclose(out, K @ Z, rtol=0, atol=1e-5 * np.abs(K @ Z).max())
-    lam, V, info = matfree_top_eigh(X, kernel, 5, dtype=torch.float32, tile_size=TILE,
+    lam, V, info = matfree_top_eigh(X, kernel, 5, dtype="float32", tile_size=TILE,
                                     return_info=True)
     lam_d, V_d = top_eigh(K, 5, method="dense")
     assert info["tol"] == 1e-5  # tol raised to the float32 floor
@@ -104,21 +126,36 @@ def test_float32_tiles_within_stated_tolerance(data):
     np.testing.assert_array_equal(lam2, lam)
 
 
-def test_explicit_cpu_device(data):
+def test_explicit_cpu_device(data, backend):
     X, Z, _ = data
     ref = KernelOperator(X, RBF(2.0), tile_size=TILE) @ Z
-    for device in ("cpu", torch.device("cpu")):
+    devices = ("cpu", torch.device("cpu")) if backend == "torch" else ("cpu",)
+    for device in devices:
         op = KernelOperator(X, RBF(2.0), device=device, tile_size=TILE)
-        assert op.device == torch.device("cpu")
+        assert op.device == (torch.device("cpu") if backend == "torch" else "cpu")
+        assert op.device.type == "cpu"
         np.testing.assert_array_equal(op @ Z, ref)
+        # an estimator hands the operator's device back to matfree_top_eigh
+        assert KernelOperator(X, RBF(2.0), device=op.device, tile_size=TILE).device == op.device
     lam, _ = matfree_top_eigh(X, RBF(2.0), 3, device="cpu", tile_size=TILE)
     lam0, _ = matfree_top_eigh(X, RBF(2.0), 3, tile_size=TILE)
     np.testing.assert_array_equal(lam, lam0)
 
 
-def test_threaded_tile_rows_equal_serial(data):
-    """With several torch threads, tile rows are spread over Python threads."""
+def test_threaded_tile_rows_equal_serial(data, backend, monkeypatch):
+    """With several threads, tile rows are spread over Python threads."""
     X, Z, Xt = data
+    if backend == "numpy":      # numpy: the worker count is mvkm's n_threads() at construction
+        monkeypatch.setattr(matfree, "n_threads", lambda: 1)
+        op = KernelOperator(X, Laplacian(3.0), tile_size=128)
+        serial, serial_t = op @ Z, op.test_matmat(Xt, Z)
+        monkeypatch.setattr(matfree, "n_threads", lambda: 2)
+        op = KernelOperator(X, Laplacian(3.0), tile_size=128)
+        assert op._workers() == 2
+        threaded, threaded_t = op @ Z, op.test_matmat(Xt, Z)
+        np.testing.assert_allclose(threaded, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
+        np.testing.assert_allclose(threaded_t, serial_t, rtol=0, atol=1e-12 * np.abs(serial_t).max())
+        return
     op = KernelOperator(X, Laplacian(3.0), tile_size=128)
     serial, serial_t = op @ Z, op.test_matmat(Xt, Z)
     threads = torch.get_num_threads()
@@ -141,8 +178,9 @@ def test_default_tile_size_and_single_tile(data):
     np.testing.assert_allclose(op @ Z, K @ Z, atol=1e-12 * np.abs(K @ Z).max(), rtol=0)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_device_equals_cpu(data):
+@pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_device_equals_cpu(data, backend):
+    needs_torch_backend(backend)
     X, Z, Xt = data
     for kernel in (RBF(2.0), Laplacian(3.0), Polynomial(3, 1.0)):
         cpu = KernelOperator(X, kernel, tile_size=TILE)
@@ -216,7 +254,7 @@ def test_progress_bar_runs(data, capsys):
     assert "matfree_top_eigh" in capsys.readouterr().err
 
 
-def test_memory_stays_linear_in_n():
+def test_memory_stays_linear_in_n(backend):
     """No n x n array: numpy peak (tracemalloc) and every torch op's operands (profiler)."""
     n, d, b, tile = 3000, 10, 20, 256  # n x n float64: 72 MB; a tile: 0.5 MB
     X = np.random.default_rng(0).standard_normal((n, d))
@@ -232,6 +270,8 @@ def test_memory_stays_linear_in_n():
     tracemalloc.stop()
     assert peak_product < 8 * n * b * 8          # a few n x b blocks (0.5 MB each; K: 72 MB)
     assert peak_solver < 40 * n * (d + b) * 8    # O(n (d + s)) and m x m Nystrom: << 72 MB
+    if backend == "numpy":                       # numpy's arrays are all seen by tracemalloc
+        return
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
@@ -266,7 +306,7 @@ def test_lazy_import_from_the_package():
     assert mvkm.matfree_top_eigh is matfree_top_eigh and mvkm.KernelOperator is KernelOperator
 
 
-def test_validation_errors():
+def test_validation_errors(backend):
     X = np.random.default_rng(0).standard_normal((50, 3))
     X_nan = X.copy()
     X_nan[3, 1] = np.nan
@@ -282,10 +322,16 @@ def test_validation_errors():
     for device in ("tpu", "gpu0", 3, "meta"):
         with pytest.raises(ValueError, match="device must be"):
             _bad(device=device)
-    if not torch.cuda.is_available():
+    if backend == "numpy":      # without torch, CUDA is the ImportError that names the extra
+        with pytest.raises(ImportError, match=r"mvkm\[torch\]"):
+            KernelOperator(X, RBF(1.0), device="cuda")
+        with pytest.raises(ImportError, match=r"mvkm\[torch\]"):
+            _bad(device="cuda:0")
+    elif not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA"):
             KernelOperator(X, RBF(1.0), device="cuda")
-    for dtype in (torch.float16, "int32", torch.int64):
+    bad_dtypes = ["int32", np.float16] + ([torch.float16, torch.int64] if backend == "torch" else [])
+    for dtype in bad_dtypes:
         with pytest.raises(ValueError, match="dtype must be"):
             _bad(dtype=dtype)
     for tol in (0.0, -1.0, np.nan, "1e-8"):
