@@ -738,12 +738,37 @@ def kernel_top_eigh(
         raise ValueError(f"X must have n >= 2 rows (points) for kernel_top_eigh, got {n}")
     s = check_n_components(n_components, n - 1, what="n - 1")
     if n <= _AUTO_DENSE_MAX_N or s > _AUTO_DENSE_FRACTION * n:
-        return top_eigh(kernel(Xa, n_jobs=n_jobs), s, "dense", center=center,
-                        check_symmetric=False)
+        K = kernel(Xa, n_jobs=n_jobs)
+        _check_gram_range(K, Xa, kernel)
+        return top_eigh(K, s, "dense", center=center, check_symmetric=False)
     tol = _checked_tol(tol)
     rng = check_random_state(random_state)
     K = upper_gram(kernel, Xa, n_jobs=n_jobs)
+    _check_gram_range(K, Xa, kernel)
     return _triangle_top(K, s, tol, rng, center, f"the Gram matrix of {kernel!r}", progress=progress)
+
+
+def _check_gram_range(K: NDArray[np.float64], X: NDArray[np.float64], kernel: Any) -> None:
+    """A Gram matrix computed from nonzero ``X`` whose nonzero entries all lie below the smallest
+    normal float64 has lost its digits to underflow (e.g. a linear kernel on data of scale 1e-160:
+    entries near 1e-319 keep about five digits), and so has an inner-product kernel's Gram
+    matrix of zeros (at 1e-300): a clear error naming ``X``, since its eigenvalues cannot be
+    computed to the promised accuracy. Reads the upper triangle only (``K`` may be one)."""
+    tiny = np.finfo(np.float64).tiny
+    if float(np.max(np.abs(np.diagonal(K)))) >= tiny:
+        return
+    from .kernels import Linear, Polynomial
+
+    n = K.shape[0]
+    big = max(float(np.max(np.abs(np.triu(K[i:i + 512, i:])))) for i in range(0, n, 512))
+    # K = 0 exactly is a fact for a kernel that may vanish (a user's kernel), and underflow for
+    # an inner-product kernel on nonzero data
+    inner = isinstance(kernel, Linear) or (isinstance(kernel, Polynomial) and kernel.c == 0)
+    if (0 < big < tiny or (big == 0 and inner)) and np.any(X != 0):
+        raise ValueError(
+            f"X: the Gram matrix of {kernel!r} underflows float64 (its largest entry is {big:.1e}, "
+            f"below the smallest normal number {tiny:.1e}), so its eigenvalues have lost their "
+            "digits; rescale X (the eigenvalues of a linear kernel scale with the square of X)")
 
 
 def _triangle_top(K: NDArray[np.float64], s: int, tol: float, rng: np.random.Generator,

@@ -545,6 +545,14 @@ def _contract(kernel: Kernel, S: NDArray[np.float64], beta: NDArray[np.float64],
     return V
 
 
+def _check_finite_gram(K: NDArray[np.float64]) -> None:
+    """A half-step's Gram matrix must be finite: a kernel value that overflows float64 (data of
+    a scale like 1e300 with a linear kernel) is a clear error naming ``X``, not the QP's NaN."""
+    if not np.all(np.isfinite(K)):
+        raise ValueError("X: the projected Gram matrix of the row and column kernels is not finite "
+                         "(a kernel value overflows float64 at the scale of X); rescale X")
+
+
 class _Side:
     """One side (rows or columns) of the training matrices: its kernel, the stack ``S`` (n, d, m),
     and, when it fits in :data:`_CACHE_ENTRIES`, the block kernel ``T[l, i, p, q] = k(S[l, p], S[i, q])``.
@@ -805,7 +813,9 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
 
     # -- the two half-steps ---------------------------------------------------
     def _c_step(self, sides, Ur, Uc, y, alpha0):
-        K = sides[0].gram(Ur) + sides[1].gram(Uc)
+        with np.errstate(over="ignore", invalid="ignore"):
+            K = sides[0].gram(Ur) + sides[1].gram(Uc)
+        _check_finite_gram(K)
         beta, b = _solve_svm(K, y, float(self.C), self.fit_intercept, alpha0)
         return beta, b, svm_objective(K, y, beta, float(self.C), b)
 
@@ -823,7 +833,9 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             feats.append(np.einsum("kj,ijq->ikq", inv_half, V).reshape(len(y), -1))
             parts.append((V, inv))
         Z = np.hstack(feats)
-        K = Z @ Z.T
+        with np.errstate(over="ignore", invalid="ignore"):
+            K = Z @ Z.T
+        _check_finite_gram(K)
         beta_p, b = _solve_svm(K, y, float(self.C), self.fit_intercept, np.abs(beta))
         obj = svm_objective(K, y, beta_p, float(self.C), b)
         new = []

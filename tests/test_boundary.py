@@ -276,11 +276,27 @@ def test_no_raw_lapack_errors(case):
         fit()
 
 
-@pytest.mark.xfail(reason="issue 22 item 7, LowRankSMM internals (smm.py belongs to item 5): "
-                          "'Q contains NaN or infinite values' at 1e300", strict=True)
 def test_smm_at_1e300_names_the_scale():
-    with pytest.raises(ValueError, match="rescale"):
-        mvkm.LowRankSMM(rank=1).fit(M * 1e300, yM)
+    est = mvkm.LowRankSMM(rank=1)
+    with pytest.raises(ValueError, match=r"^X: the projected Gram matrix .* not finite.*rescale X"):
+        est.fit(M * 1e300, yM)
+    assert not hasattr(est, "dual_coef_")                      # the failed fit left it unfitted
+
+
+def test_kernel_top_eigh_on_an_underflowing_gram_names_x():
+    """A linear kernel on data of scale 1e-160 (entries near 1e-319, five digits left) or 1e-300
+    (all 0): a clear error, on the dense (n <= 1000) and the Lanczos (n > 1000) routes; at 1e-150
+    (entries near 1e-299, normal) the eigenvalues are those of the unscaled data times 1e-300."""
+    rng = np.random.default_rng(0)
+    for n in (40, 1100):
+        Xn = rng.standard_normal((n, 3))
+        for scale in (1e-160, 1e-300):
+            with pytest.raises(ValueError, match=r"^X: the Gram matrix of Linear\(\) underflows"):
+                mvkm.kernel_top_eigh(mvkm.Linear(), Xn * scale, 2)
+        lam = mvkm.kernel_top_eigh(mvkm.Linear(), Xn * 1e-150, 2)[0]
+        np.testing.assert_allclose(lam, mvkm.kernel_top_eigh(mvkm.Linear(), Xn, 2)[0] * 1e-300, rtol=1e-12)
+    # all-zero data: a Gram matrix of zeros is exact, and so are its zero eigenvalues
+    assert np.all(mvkm.kernel_top_eigh(mvkm.Linear(), np.zeros((40, 3)), 2)[0] == 0)
 
 
 MISLEADING = {
