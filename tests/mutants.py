@@ -137,6 +137,15 @@ MUTANTS: list[Mutant] = [
         "top_eigh(method='lanczos'), the default for dense n > 1000",
     ),
     Mutant(
+        "lanczos_closing_check_skipped",
+        "Lanczos skips its closing multiplicity check: a repeated top eigenvalue is returned "
+        "once (the single-vector Krylov space holds one vector of each eigenspace)",
+        "linalg.py",
+        "    if not _closing_check(matvec, Qm, T, theta, res, floor, rng):   # Q_m^T K Q_m = T_m\n",
+        "    if True or not _closing_check(matvec, Qm, T, theta, res, floor, rng):   # Q_m^T K Q_m = T_m\n",
+        "top_eigh(method='lanczos'), the default for dense n > 1000",
+    ),
+    Mutant(
         "rotate_unordered",
         "rotate_to_diagonal sorts Gamma's eigenvalues descending but rotates with the "
         "eigenvectors in eigh's ascending order",
