@@ -6,6 +6,7 @@ Run from the repository root::
     python benchmarks/bench_kpca.py --quick          # n = 1500, 3000, for a smoke test
     python benchmarks/bench_kpca.py --datasets sines70 santafe70 --sizes 4000 --repeats 5
     python benchmarks/bench_kpca.py --threads 1      # one BLAS thread (default: 2)
+    python benchmarks/bench_kpca.py --closing-check  # kernel_top_eigh with and without the check
 
 Data sets (``--datasets``; all by default):
 
@@ -328,6 +329,54 @@ def bench_case(name: str, n: int, repeats: int, subspace: bool = False) -> dict:
     }
 
 
+def closing_check_cost(datasets: list[str], sizes: list[int], repeats: int) -> None:
+    """``kernel_top_eigh(RBF(sigma), X, 10)`` with the closing multiplicity check of the Lanczos
+    solver (the default) and without it (``mvkm.linalg._CHECK_STEPS = 0``: the solver of before
+    the check), interleaved in one process, alternating which goes first; medians of
+    ``repeats`` runs, wall and CPU seconds, and the dsymv products of each."""
+    import mvkm.linalg as la
+
+    steps = la._CHECK_STEPS
+    print("## kernel_top_eigh with and without the closing check (median seconds, wall (CPU))\n")
+    print("| data | n | products with / without | with check | without | with / without (CPU) "
+          "| max rel. eigenvalue difference |")
+    print("|:---|---:|---:|---:|---:|---:|---:|")
+    for name in datasets:
+        for n in sizes:
+            X = DATASETS[name][1](n)
+            sigma = median_sigma(X)
+            t: dict = {"on": [], "off": [], "on_cpu": [], "off_cpu": []}
+            lam, prods = {}, {}
+            for r in range(repeats):
+                for key in (("on", "off") if r % 2 == 0 else ("off", "on")):
+                    la._CHECK_STEPS = steps if key == "on" else 0
+                    counter = [0]
+                    real = la._blas.dsymv
+
+                    def counting(*a, **k):
+                        counter[0] += 1
+                        return real(*a, **k)
+
+                    la._blas.dsymv = counting
+                    try:
+                        t0, c0 = time.perf_counter(), time.process_time()
+                        lam[key] = kernel_top_eigh(RBF(sigma), X, S)[0]
+                        t[key].append(time.perf_counter() - t0)
+                        t[key + "_cpu"].append(time.process_time() - c0)
+                    finally:
+                        la._blas.dsymv = real
+                        la._CHECK_STEPS = steps
+                    prods[key] = counter[0]
+            m = {k: float(np.median(v)) for k, v in t.items()}
+            diff = float(np.max(np.abs(lam["on"] - lam["off"]) / lam["off"]))
+            print(f"| {name} | {n} | {prods['on']} / {prods['off']} | {m['on']:.3f} ({m['on_cpu']:.3f}) | "
+                  f"{m['off']:.3f} ({m['off_cpu']:.3f}) | {m['on'] / m['off']:.2f} "
+                  f"({m['on_cpu'] / m['off_cpu']:.2f}) | {diff:.0e} |", flush=True)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+    print("reproduce: python benchmarks/bench_kpca.py --closing-check --datasets "
+          + " ".join(datasets) + " --sizes " + " ".join(map(str, sizes)) + f" --repeats {repeats}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS),
@@ -342,8 +391,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="also time top_eigh(method='subspace') in the solvers-alone table")
     parser.add_argument("--threads", type=int, default=2,
                         help="limit BLAS threads (default: 2; 0: the library's own choice)")
+    parser.add_argument("--closing-check", action="store_true",
+                        help="only time kernel_top_eigh with and without the closing check")
     args = parser.parse_args(argv)
     sizes = [1500, 3000] if args.quick else args.sizes
+    if args.closing_check:
+        limits = threadpool_limits(args.threads, user_api="blas") if args.threads else contextlib.nullcontext()
+        with limits:
+            closing_check_cost(args.datasets, sizes, args.repeats)
+        return
 
     limits = threadpool_limits(args.threads, user_api="blas") if args.threads else contextlib.nullcontext()
     with limits:
