@@ -320,7 +320,16 @@ def grade(submission: Path, autograder: Path) -> dict[str, float]:
     """
     from otter.api import grade_submission
 
-    results = grade_submission(str(submission), str(autograder), quiet=True)
+    for attempt in range(3):
+        try:
+            results = grade_submission(str(submission), str(autograder), quiet=True)
+            break
+        except RuntimeError as exc:
+            # the kernel died before it answered (two kernels started at the same moment by
+            # parallel test workers can be handed the same free TCP port): start it again;
+            # three deaths in a row are a real failure
+            if "Kernel died" not in str(exc) or attempt == 2:
+                raise
     scores: dict = {name: results.get_score(name) for name in results.test_files}
     errors = []
     if results.notebook is not None:
