@@ -109,3 +109,50 @@ def test_summary_lists_the_formatted_chapters(tmp_path, monkeypatch):
     for _, nb in plain[:1]:
         assert str(nb.relative_to(ROOT)) not in summary
     check_no_solution_reaches_the_student(rows[0])
+
+
+def test_two_pass_submission_runs_the_body_once_and_the_exercises_twice(tmp_path):
+    """The graded submission: the chapter's body, then its exercise section with the even
+    exercises solved, the cell between the passes, the section again with the odd ones solved."""
+    notebook = FORMATTED[0][1]
+    row = assignments.assign(notebook, tmp_path / "build")
+    sub, second = assignments.two_pass_submission(row["student"], row["key"], tmp_path / "sub.ipynb",
+                                                  tmp_path / "scores.pkl")
+    stu = nbformat.read(row["student"], as_version=4)
+    got = nbformat.read(sub, as_version=4)
+    start = assignments.exercise_section(stu)
+    section = len(stu.cells) - start
+    assert len(got.cells) == start + 1 + section + 1 + section and second == start + section + 2
+    assert [c.source for c in got.cells[:start]] == [c.source for c in stu.cells[:start]]
+    # the key's solution code, read here from the key's cells, not through the tool's helpers
+    key = nbformat.read(row["key"], as_version=4)
+    bodies = [c.source.split("# END SOLUTION")[0].replace("# BEGIN SOLUTION NO PROMPT\n", "", 1)
+              for c in key.cells if c.cell_type == "code"
+              and "otter_assign_solution_cell" in c.metadata.get("tags", [])]
+    stubs = [c.source for c in stu.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
+    assert len(bodies) == len(stubs) >= 2
+    for half, first in ((0, start + 1), (1, second)):
+        answers = [c.source for c in got.cells[first:first + section]
+                   if "otter_answer_cell" in c.metadata.get("tags", [])]
+        assert answers == [bodies[k] if k % 2 == half else stubs[k] for k in range(len(stubs))]
+    assert "clear_results()" in got.cells[second - 1].source
+    assert len({c.id for c in got.cells}) == len(got.cells)
+
+
+def test_dead_kernels_are_restarted_up_to_three_times():
+    calls = []
+
+    def start(fail_times):
+        calls.append(1)
+        if len(calls) <= fail_times:
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        return "kernel"
+
+    with pytest.warns(UserWarning, match="died at start-up"):
+        assert assignments.restarting_dead_kernels(start)(2) == "kernel"
+    calls.clear()
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="Kernel died"):
+        assignments.restarting_dead_kernels(start)(3)
+    assert len(calls) == 3
+    with pytest.raises(RuntimeError, match="other"):                # any other error: at once
+        assignments.restarting_dead_kernels(lambda: (_ for _ in ()).throw(RuntimeError("other")))()

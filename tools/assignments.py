@@ -33,8 +33,10 @@ import re
 import subprocess
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import nbformat
 import yaml
@@ -208,24 +210,33 @@ def assign(notebook: Path, out_dir: Path) -> dict:
             "goals": nb.metadata.get("mvkm", {}).get("goals", [])}
 
 
-def with_solutions(student: Path, key: Path, solved: set[int], dest: Path) -> Path:
-    """Write a copy of the student notebook in which exercises ``solved`` are solved.
+def answer_cells(nb: nbformat.NotebookNode) -> list:
+    """The student's answer cells (otter's ``otter_answer_cell`` tag), in exercise order."""
+    return [c for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
+
+
+def solution_bodies(key: nbformat.NotebookNode) -> list[str]:
+    """The code of the key's solution cells, in exercise order, without otter's markers."""
+    return [c.source.split("# END SOLUTION")[0].replace("# BEGIN SOLUTION NO PROMPT\n", "", 1)
+            for c in key.cells
+            if c.cell_type == "code" and "otter_assign_solution_cell" in c.metadata.get("tags", [])]
+
+
+def with_solutions(student: nbformat.NotebookNode, key: nbformat.NotebookNode,
+                   solved: set[int]) -> nbformat.NotebookNode:
+    """A copy of the student notebook in which exercises ``solved`` are solved.
 
     ``solved`` holds positions in the chapter's exercise order. The answer
     cells of those exercises get the key's solution code; everything else stays
     the student's (the other stubs included).
     """
-    stu = nbformat.read(student, as_version=4)
-    sol = [c for c in nbformat.read(key, as_version=4).cells
-           if c.cell_type == "code" and "otter_assign_solution_cell" in c.metadata.get("tags", [])]
-    answers = [c for c in stu.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
-    if len(sol) != len(answers):
-        raise ValueError(f"{student}: {len(answers)} answer cells but {len(sol)} solutions in the key")
+    out = copy.deepcopy(student)
+    bodies, answers = solution_bodies(key), answer_cells(out)
+    if len(bodies) != len(answers):
+        raise ValueError(f"{len(answers)} answer cells but {len(bodies)} solutions in the key")
     for k in solved:
-        body = sol[k].source.split("# END SOLUTION")[0]
-        answers[k].source = body.replace("# BEGIN SOLUTION NO PROMPT\n", "", 1)
-    nbformat.write(stu, dest)
-    return dest
+        answers[k].source = bodies[k]
+    return out
 
 
 # Cells that the two-pass submission (``two_pass_submission``) adds between its parts. They
@@ -237,9 +248,9 @@ _BETWEEN_PASSES_CELL = """\
 import pickle as _mvkm_pickle
 from otter.execute import Checker as _MvkmChecker
 from otter.test_files import GradingResults as _MvkmResults
+_mvkm_results = _MvkmResults(_MvkmChecker.get_results())
 with open({path!r}, "wb") as _mvkm_f:
-    _mvkm_pickle.dump({{q: _MvkmResults(_MvkmChecker.get_results()).get_score(q)
-                       for q in _MvkmResults(_MvkmChecker.get_results()).test_files}}, _mvkm_f)
+    _mvkm_pickle.dump({{q: _mvkm_results.get_score(q) for q in _mvkm_results.test_files}}, _mvkm_f)
 _MvkmChecker.clear_results()
 for _mvkm_n in [n for n in globals() if not n.startswith('_') and n not in _mvkm_body_names]:
     del globals()[_mvkm_n]
@@ -267,14 +278,10 @@ def two_pass_submission(student: Path, key: Path, dest: Path, first_pass_scores:
 
     Returns the submission's path and the index of its first second-pass cell.
     """
-    stu = nbformat.read(student, as_version=4)
+    stu, key_nb = nbformat.read(student, as_version=4), nbformat.read(key, as_version=4)
     start = exercise_section(stu)
-    passes = []
-    for half in (0, 1):
-        tmp = dest.with_name(f"{dest.stem}-pass{half}.ipynb")
-        with_solutions(student, key, set(range(half, len(_answer_cells(stu)), 2)), tmp)
-        passes.append(nbformat.read(tmp, as_version=4).cells[start:])
-        tmp.unlink()
+    n_ex = len(answer_cells(stu))
+    passes = [with_solutions(stu, key_nb, set(range(half, n_ex, 2))).cells[start:] for half in (0, 1)]
     code = nbformat.v4.new_code_cell
     cells = (stu.cells[:start] + [code(_SNAPSHOT_CELL)] + passes[0]
              + [code(_BETWEEN_PASSES_CELL.format(path=str(first_pass_scores.resolve())))])
@@ -284,10 +291,6 @@ def two_pass_submission(student: Path, key: Path, dest: Path, first_pass_scores:
         cell["id"] = f"mvkm-{k}"
     nbformat.write(stu, dest)
     return dest, second
-
-
-def _answer_cells(nb: nbformat.NotebookNode) -> list:
-    return [c for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
 
 
 def grade_two_pass(student: Path, key: Path, autograder: Path, folder: Path) -> list[dict]:
@@ -311,6 +314,26 @@ def grade_two_pass(student: Path, key: Path, autograder: Path, folder: Path) -> 
             dict(results, __errors__=[e for e in errors if e[0] > split])]
 
 
+def restarting_dead_kernels(start: Callable[..., Any], attempts: int = 3) -> Callable[..., Any]:
+    """``start`` (a call that starts a notebook kernel and runs it), called again when the
+    kernel dies before it answers, up to ``attempts`` times in all.
+
+    Two kernels started at the same moment by parallel test workers can be handed the same
+    free TCP port (jupyter_client binds port 0 and releases it before the kernel binds it):
+    one of them then dies with "Kernel died before replying to kernel_info". Used for
+    otter's gradings here and for nbval's kernels in ``tests/conftest.py``.
+    """
+    def call(*args: Any, **kwargs: Any) -> Any:
+        for attempt in range(attempts):
+            try:
+                return start(*args, **kwargs)
+            except RuntimeError as exc:
+                if "Kernel died before replying" not in str(exc) or attempt == attempts - 1:
+                    raise
+                warnings.warn(f"a notebook kernel died at start-up ({exc}); starting it again")
+    return call
+
+
 def grade(submission: Path, autograder: Path) -> dict[str, float]:
     """Grade one submission with otter's local runner: question -> score.
 
@@ -320,16 +343,7 @@ def grade(submission: Path, autograder: Path) -> dict[str, float]:
     """
     from otter.api import grade_submission
 
-    for attempt in range(3):
-        try:
-            results = grade_submission(str(submission), str(autograder), quiet=True)
-            break
-        except RuntimeError as exc:
-            # the kernel died before it answered (two kernels started at the same moment by
-            # parallel test workers can be handed the same free TCP port): start it again;
-            # three deaths in a row are a real failure
-            if "Kernel died" not in str(exc) or attempt == 2:
-                raise
+    results = restarting_dead_kernels(grade_submission)(str(submission), str(autograder), quiet=True)
     scores: dict = {name: results.get_score(name) for name in results.test_files}
     errors = []
     if results.notebook is not None:
