@@ -748,6 +748,11 @@ def kernel_top_eigh(
     return _triangle_top(K, s, tol, rng, center, f"the Gram matrix of {kernel!r}", progress=progress)
 
 
+def _triangle_abs_max(K: NDArray[np.float64]) -> float:
+    """max |K_ij| over the upper triangle, in blocks of 512 rows (``K`` may hold only that triangle)."""
+    return max(float(np.max(np.abs(np.triu(K[i:i + 512, i:])))) for i in range(0, K.shape[0], 512))
+
+
 def _check_gram_range(K: NDArray[np.float64], X: NDArray[np.float64], kernel: Any) -> None:
     """A Gram matrix computed from nonzero ``X`` whose nonzero entries all lie below the smallest
     normal float64 has lost its digits to underflow (e.g. a linear kernel on data of scale 1e-160:
@@ -759,8 +764,7 @@ def _check_gram_range(K: NDArray[np.float64], X: NDArray[np.float64], kernel: An
         return
     from .kernels import Linear, Polynomial
 
-    n = K.shape[0]
-    big = max(float(np.max(np.abs(np.triu(K[i:i + 512, i:])))) for i in range(0, n, 512))
+    big = _triangle_abs_max(K)
     # K = 0 exactly is a fact for a kernel that may vanish (a user's kernel), and underflow for
     # an inner-product kernel on nonzero data
     inner = isinstance(kernel, Linear) or (isinstance(kernel, Polynomial) and kernel.c == 0)
@@ -786,7 +790,7 @@ def _triangle_top(K: NDArray[np.float64], s: int, tol: float, rng: np.random.Gen
         raise ValueError(f"{what} is not finite: rescale the data")
     scale = float(np.max(np.abs(diag)))     # max|K_ij| for a positive semi-definite kernel
     if scale == 0.0:                          # not PSD (or K = 0): max|K_ij| over the triangle
-        scale = max(float(np.max(np.abs(np.triu(K[i:i + 512, i:])))) for i in range(0, n, 512))
+        scale = _triangle_abs_max(K)
     K, scale, exponent = _unit_scaled(K, scale)
     if center and (means is None or exponent != 0):
         means = _triangle_means(K, upper=True)

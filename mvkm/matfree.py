@@ -64,12 +64,8 @@ from .linalg import (
     flip_signs,
 )
 
-torch = optional_torch()          # None without mvkm[torch]: numpy computes the tiles
-
-
-def _torch() -> Any | None:
-    """The tiles' backend: torch where it is installed, else ``None`` (numpy on the CPU)."""
-    return torch
+#: The tiles' backend: torch where it is installed, else None (numpy computes the tiles).
+torch = optional_torch()
 
 
 class _NumpyCPU:
@@ -132,7 +128,6 @@ def _check_device(device: Any) -> Any:
 
     Without torch: ``None`` or ``"cpu"`` -> the numpy backend's CPU; a CUDA device
     raises the ImportError that names ``mvkm[torch]``."""
-    torch = _torch()
     if isinstance(device, _NumpyCPU):
         return device
     if torch is None:
@@ -167,7 +162,6 @@ def _check_dtype(dtype: Any) -> Any:
     """``None``/torch.float64/torch.float32 (or numpy/str spellings) -> torch dtype.
 
     Without torch: ``None``/numpy or str spellings -> numpy dtype."""
-    torch = _torch()
     if torch is None:
         try:
             np_dtype = np.dtype("float64" if dtype is None else dtype)
@@ -325,7 +319,7 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         self.X = X
         self.n_products_ = 0
         self._shift = X.mean(axis=0) if isinstance(kernel, (RBF, Laplacian)) else None
-        self._torch = _torch()
+        self._torch = torch
         # numpy's worker threads, decided here (a caller may hold BLAS to one thread later)
         self._numpy_workers = n_threads()
         self._left, self._right = self._factors(X)
@@ -356,11 +350,11 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
     def _numpy(self, t: Any) -> NDArray[np.float64]:
         return np.asarray(t, dtype=np.float64) if self._torch is None else t.cpu().numpy()
 
-    def _zeros(self, *shape: int, f64: bool = True) -> Any:
+    def _zeros(self, *shape: int) -> Any:
+        """A float64 array of zeros of the backend (the accumulators)."""
         if self._torch is None:
-            return np.zeros(shape, dtype=np.float64 if f64 else self.tile_dtype)
-        return self._torch.zeros(*shape, dtype=self._torch.float64 if f64 else self.tile_dtype,
-                                 device=self.device)
+            return np.zeros(shape)
+        return self._torch.zeros(*shape, dtype=self._torch.float64, device=self.device)
 
     def _buffer(self, size: int) -> Any:
         if self._torch is None:
@@ -403,36 +397,25 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         return At, (At if B is A else self._to_tiles(B))
 
     def _finish(self, tile: Any, diagonal: bool) -> None:
-        """Turn ``A_I B_J^T`` into the kernel tile, in place (``diagonal``: I == J)."""
+        """Turn ``A_I B_J^T`` into the kernel tile, in place (``diagonal``: I == J); the same
+        element-wise steps on either backend (numpy's and torch's ufuncs with ``out=``)."""
         k = self.kernel
-        if self._torch is None:
-            if isinstance(k, RBF):
-                np.minimum(tile, 0.0, out=tile)
-                if diagonal:
-                    np.fill_diagonal(tile, 0.0)
-                np.exp(tile, out=tile)
-            elif isinstance(k, Laplacian):
-                np.maximum(tile, 0.0, out=tile)
-                if diagonal:
-                    np.fill_diagonal(tile, 0.0)
-                np.sqrt(tile, out=tile)
-                np.negative(tile, out=tile)
-                np.exp(tile, out=tile)
-            elif isinstance(k, Polynomial) and k.degree != 1:
-                np.power(tile, k.degree, out=tile)
+        if isinstance(k, Polynomial):
+            if k.degree != 1:
+                tile **= k.degree
             return
-        if isinstance(k, RBF):
-            tile.clamp_(max=0.0)
-            if diagonal:
-                tile.diagonal().zero_()
-            tile.exp_()
-        elif isinstance(k, Laplacian):
-            tile.clamp_(min=0.0)
-            if diagonal:
-                tile.diagonal().zero_()
-            tile.sqrt_().neg_().exp_()
-        elif isinstance(k, Polynomial) and k.degree != 1:
-            tile.pow_(k.degree)
+        if not isinstance(k, (RBF, Laplacian)):
+            return
+        xp = np if self._torch is None else self._torch
+        rbf = isinstance(k, RBF)
+        # round-off guard: the RBF exponent is <= 0, the Laplacian's squared distance >= 0
+        (np.clip if xp is np else xp.clamp)(tile, None if rbf else 0.0, 0.0 if rbf else None, out=tile)
+        if diagonal:                 # a point's distance to itself is exactly 0
+            np.fill_diagonal(tile, 0.0) if xp is np else tile.fill_diagonal_(0.0)
+        if not rbf:
+            xp.sqrt(tile, out=tile)
+            xp.negative(tile, out=tile)
+        xp.exp(tile, out=tile)
 
     def _progress(self, total: int):
         if not self.progress:
