@@ -353,7 +353,6 @@ def classify_bool(key: str) -> tuple[str, str]:
 
 CASES = [(t, i) for t in TARGETS for i in _inputs(TARGETS[t].kind)]
 
-# Cases whose fix belongs to another item (the catalogue counts them apart).
 # Cases that give neither a clear error nor a checked result, each with its reason (none now:
 # LowRankSMM at 1e300 and kernel_top_eigh's linear kernel at 1e-300 give clear errors naming X).
 XFAIL: dict[tuple[str, str], str] = {}
