@@ -95,3 +95,80 @@ else:
     from assignments import restarting_dead_kernels  # noqa: E402
 
     _nbval_kernel.start_new_kernel = restarting_dead_kernels(_nbval_kernel.start_new_kernel)
+
+    import time as _time
+    from queue import Empty as _Empty
+
+    _get_message = _nbval_kernel.RunningKernel.get_message
+
+    def _get_message_while_alive(self, stream, timeout=None):
+        """nbval's wait for a kernel message, in slices of 5 s that check the kernel is alive.
+
+        nbval waits a whole cell timeout (2000 s) for the reply of a kernel that has died
+        during the cell; this fails the cell at once instead, and the next cells fail at
+        their start (\"Kernel dead on test start\").
+        """
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        while True:
+            step = 5.0 if deadline is None else min(5.0, max(0.0, deadline - _time.monotonic()))
+            try:
+                return _get_message(self, stream, timeout=step)
+            except _Empty:
+                if deadline is not None and _time.monotonic() >= deadline:
+                    raise
+                if not self.is_alive():
+                    raise RuntimeError("the notebook's kernel died while it ran this cell") from None
+
+    _nbval_kernel.RunningKernel.get_message = _get_message_while_alive
+
+
+# Notebook kernels' ports (nbval's and the gradings' through otter, both jupyter_client's
+# LocalPortCache). jupyter_client picks each of a kernel's five ports by binding port 0 and
+# closing the socket; the kernel binds them again about a second later. Meanwhile the other
+# xdist worker, starting a kernel of its own, can be handed the same port, and so can any
+# outgoing connection (connect() takes its local port from the same ephemeral range, a
+# client's retries to a kernel still starting included): the kernel then dies at start-up
+# or a client talks to a socket that is not its kernel's. Each worker takes its kernels'
+# ports from a range of its own below the ephemeral range, which nothing else draws from.
+def _kernel_port_range() -> range | None:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux: jupyter's own choice
+        return None
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+    start = 20000 + 1000 * (int(worker) % 8 if worker.isdigit() else 0)
+    return range(start, start + 1000) if start + 1000 <= ephemeral_low else None
+
+
+def _own_ports(ports: range) -> None:
+    import itertools
+    import socket
+
+    from jupyter_client.connect import LocalPortCache
+
+    cycle = itertools.cycle(ports)
+
+    def find_available_port(self, ip: str) -> int:
+        for _ in range(len(ports)):
+            port = next(cycle)
+            if port in self.currently_used_ports:
+                continue
+            with socket.socket() as probe:
+                try:
+                    probe.bind((ip, port))
+                except OSError:
+                    continue
+            self.currently_used_ports.add(port)
+            return port
+        raise RuntimeError(f"no free port for a notebook kernel in {ports.start}..{ports.stop - 1}")
+
+    LocalPortCache.find_available_port = find_available_port
+
+
+_PORTS = _kernel_port_range()
+if _PORTS is not None:
+    try:
+        _own_ports(_PORTS)
+    except ImportError:  # pragma: no cover - the wheel's tests start no kernel
+        pass

@@ -248,7 +248,7 @@ def test_offline_html_checker_accepts_matplotlibs_own_player():
 
 # Test files that check the book, the gradings or the project's set-up, not the package:
 # `make test-wheel` runs every other tests/test_*.py against the installed wheel.
-NOT_PACKAGE_TESTS = {"assignments", "exercise_format", "mutants", "notebooks", "project", "readme", "wheel"}
+NOT_PACKAGE_TESTS = {"assignments", "exercise_format", "harness", "mutants", "notebooks", "project", "readme", "wheel"}
 
 
 def test_make_test_wheel_runs_every_package_test_file():
