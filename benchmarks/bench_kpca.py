@@ -7,6 +7,7 @@ Run from the repository root::
     python benchmarks/bench_kpca.py --datasets sines70 santafe70 --sizes 4000 --repeats 5
     python benchmarks/bench_kpca.py --threads 1      # one BLAS thread (default: 2)
     python benchmarks/bench_kpca.py --closing-check  # kernel_top_eigh with and without the check
+    python benchmarks/bench_kpca.py --closing-check --against 9f49ea5   # ... and at that revision
 
 Data sets (``--datasets``; all by default):
 
@@ -329,52 +330,86 @@ def bench_case(name: str, n: int, repeats: int, subspace: bool = False) -> dict:
     }
 
 
-def closing_check_cost(datasets: list[str], sizes: list[int], repeats: int) -> None:
+def package_at(rev: str):
+    """The ``mvkm`` package of git revision ``rev`` of this checkout, imported as ``mvkm_at_rev``
+    (``git archive`` into a temporary folder; the package imports its own modules relatively)."""
+    import importlib.util
+    import subprocess
+    import tarfile
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    out = Path(tempfile.mkdtemp(prefix="mvkm-at-rev-"))
+    archive = subprocess.run(["git", "-C", str(root), "archive", rev, "mvkm"], check=True,
+                             capture_output=True).stdout
+    with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+        tar.extractall(out, filter="data")
+    spec = importlib.util.spec_from_file_location("mvkm_at_rev", out / "mvkm" / "__init__.py",
+                                                  submodule_search_locations=[str(out / "mvkm")])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mvkm_at_rev"] = module
+    spec.loader.exec_module(module)
+    return importlib.import_module("mvkm_at_rev.linalg"), importlib.import_module("mvkm_at_rev.kernels")
+
+
+def closing_check_cost(datasets: list[str], sizes: list[int], repeats: int, against: str | None) -> None:
     """``kernel_top_eigh(RBF(sigma), X, 10)`` with the closing multiplicity check of the Lanczos
     solver (the default) and without it (``mvkm.linalg._CHECK_STEPS = 0``: the solver of before
-    the check), interleaved in one process, alternating which goes first; medians of
+    the check), and, with ``against``, the same call of the package at that git revision (the
+    speed to keep), interleaved in one process, rotating which goes first; medians of
     ``repeats`` runs, wall and CPU seconds, and the dsymv products of each."""
     import mvkm.linalg as la
 
     steps = la._CHECK_STEPS
+    old = package_at(against) if against else None
+    keys = ("on", "off") + (("rev",) if old else ())
     print("## kernel_top_eigh with and without the closing check (median seconds, wall (CPU))\n")
+    if old:
+        print(f"rev: the package at `{against}` (git revision of this checkout), same data and kernel.\n")
     print("| data | n | products with / without | with check | without | with / without (CPU) "
-          "| max rel. eigenvalue difference |")
-    print("|:---|---:|---:|---:|---:|---:|---:|")
+          + ("| rev | with / rev (CPU) " if old else "") + "| max rel. eigenvalue difference |")
+    print("|:---|---:|---:|---:|---:|---:|" + ("---:|---:|" if old else "") + "---:|")
     for name in datasets:
         for n in sizes:
             X = DATASETS[name][1](n)
             sigma = median_sigma(X)
-            t: dict = {"on": [], "off": [], "on_cpu": [], "off_cpu": []}
+            t: dict = {k: [] for k in keys} | {k + "_cpu": [] for k in keys}
             lam, prods = {}, {}
             for r in range(repeats):
-                for key in (("on", "off") if r % 2 == 0 else ("off", "on")):
-                    la._CHECK_STEPS = steps if key == "on" else 0
+                for key in keys[r % len(keys):] + keys[:r % len(keys)]:
+                    blas_module = old[0]._blas if key == "rev" else la._blas
+                    la._CHECK_STEPS = 0 if key == "off" else steps
                     counter = [0]
-                    real = la._blas.dsymv
+                    real = blas_module.dsymv
 
                     def counting(*a, **k):
                         counter[0] += 1
                         return real(*a, **k)
 
-                    la._blas.dsymv = counting
+                    blas_module.dsymv = counting
                     try:
                         t0, c0 = time.perf_counter(), time.process_time()
-                        lam[key] = kernel_top_eigh(RBF(sigma), X, S)[0]
+                        if key == "rev":
+                            lam[key] = old[0].kernel_top_eigh(old[1].RBF(sigma), X, S)[0]
+                        else:
+                            lam[key] = kernel_top_eigh(RBF(sigma), X, S)[0]
                         t[key].append(time.perf_counter() - t0)
                         t[key + "_cpu"].append(time.process_time() - c0)
                     finally:
-                        la._blas.dsymv = real
+                        blas_module.dsymv = real
                         la._CHECK_STEPS = steps
                     prods[key] = counter[0]
             m = {k: float(np.median(v)) for k, v in t.items()}
-            diff = float(np.max(np.abs(lam["on"] - lam["off"]) / lam["off"]))
+            diff = max(float(np.max(np.abs(lam[k] - lam["off"]) / lam["off"])) for k in keys)
+            rev = (f"{m['rev']:.3f} ({m['rev_cpu']:.3f}) | {m['on'] / m['rev']:.2f} "
+                   f"({m['on_cpu'] / m['rev_cpu']:.2f}) | ") if old else ""
             print(f"| {name} | {n} | {prods['on']} / {prods['off']} | {m['on']:.3f} ({m['on_cpu']:.3f}) | "
                   f"{m['off']:.3f} ({m['off_cpu']:.3f}) | {m['on'] / m['off']:.2f} "
-                  f"({m['on_cpu'] / m['off_cpu']:.2f}) | {diff:.0e} |", flush=True)
+                  f"({m['on_cpu'] / m['off_cpu']:.2f}) | {rev}{diff:.0e} |", flush=True)
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     print("reproduce: python benchmarks/bench_kpca.py --closing-check --datasets "
-          + " ".join(datasets) + " --sizes " + " ".join(map(str, sizes)) + f" --repeats {repeats}")
+          + " ".join(datasets) + " --sizes " + " ".join(map(str, sizes)) + f" --repeats {repeats}"
+          + (f" --against {against}" if against else ""))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -393,12 +428,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="limit BLAS threads (default: 2; 0: the library's own choice)")
     parser.add_argument("--closing-check", action="store_true",
                         help="only time kernel_top_eigh with and without the closing check")
+    parser.add_argument("--against", metavar="REV", default=None,
+                        help="with --closing-check: also time the package at this git revision")
     args = parser.parse_args(argv)
     sizes = [1500, 3000] if args.quick else args.sizes
     if args.closing_check:
         limits = threadpool_limits(args.threads, user_api="blas") if args.threads else contextlib.nullcontext()
         with limits:
-            closing_check_cost(args.datasets, sizes, args.repeats)
+            closing_check_cost(args.datasets, sizes, args.repeats, args.against)
         return
 
     limits = threadpool_limits(args.threads, user_api="blas") if args.threads else contextlib.nullcontext()
