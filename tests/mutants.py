@@ -511,6 +511,10 @@ def _run_one(notebook: str, timeout: float, coverage_file: str | None, package: 
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
+    sys.path.insert(0, str(ROOT / "tools"))
+    from kernels import poll_in_slices
+
+    poll_in_slices()   # a lost wake-up would otherwise count as a catch by timeout (tools/kernels.py)
     path = ROOT / notebook
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=int(timeout), kernel_name="python3",

@@ -42,6 +42,13 @@ import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernels import poll_in_slices  # noqa: E402
+
+# otter grades through nbclient, whose waits on a kernel channel can miss a wake-up and then
+# last for ever (tools/kernels.py): they poll in slices of one second instead
+poll_in_slices()
 ROLES = ("solution", "tests", "hidden-tests")
 _WIDGET = re.compile(r"\bwidgets\.Output\(")
 _SOLUTION_FENCE = re.compile(r"^(`{3,}|:{3,})\{solution\}.*?^\1[ \t]*$\n?", re.M | re.S)
