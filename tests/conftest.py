@@ -57,7 +57,7 @@ def pytest_runtest_call(item):
 # tests each) at the end, where one worker ran them while the other had nothing left
 # (--no-loadscope-reorder in pyproject.toml keeps the order below instead). Measured
 # with --durations on the 2-core machine (seconds of one worker): the gradings of Parts
-# IV, III and I about 125, 95 and 90; the notebooks smm/experiments 65, kpls/experiments
+# IV, III and I about 125, 95 and 90; the notebooks smm/experiments 90, kpls/experiments
 # 55, rkm/explorer, rkm/santafe and scale/at_scale 20-30. A stale order costs only time.
 _LONGEST_FIRST = (
     "tests/test_assignments_smm.py", "tests/test_assignments_kpls.py", "tests/test_assignments_rkm.py",
