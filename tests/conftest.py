@@ -96,8 +96,9 @@ else:
 
     _nbval_kernel.start_new_kernel = restarting_dead_kernels(_nbval_kernel.start_new_kernel)
 
-    import time as _time
     from queue import Empty as _Empty
+
+    from kernels import slices as _slices  # noqa: E402
 
     _get_message = _nbval_kernel.RunningKernel.get_message
 
@@ -108,16 +109,13 @@ else:
         during the cell; this fails the cell at once instead, and the next cells fail at
         their start (\"Kernel dead on test start\").
         """
-        deadline = None if timeout is None else _time.monotonic() + timeout
-        while True:
-            step = 5.0 if deadline is None else min(5.0, max(0.0, deadline - _time.monotonic()))
+        for step in _slices(timeout, 5.0):
             try:
                 return _get_message(self, stream, timeout=step)
             except _Empty:
-                if deadline is not None and _time.monotonic() >= deadline:
-                    raise
                 if not self.is_alive():
                     raise RuntimeError("the notebook's kernel died while it ran this cell") from None
+        raise _Empty
 
     _nbval_kernel.RunningKernel.get_message = _get_message_while_alive
 

@@ -19,6 +19,7 @@ with it, as the tests do (one BLAS thread, no progress bars).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from queue import Empty
 from typing import Any
 
@@ -26,19 +27,27 @@ from typing import Any
 SLICE = 1.0
 
 
+def slices(timeout: float | None, slice_s: float = SLICE) -> Iterator[float]:
+    """The timeouts of successive polls that together wait ``timeout`` seconds (``None``: for
+    ever): ``slice_s`` each, the last one what is left; ends once the deadline has passed."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        yield slice_s if deadline is None else min(slice_s, max(0.0, deadline - time.monotonic()))
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+
+
 def in_slices(whole: Any, slice_s: float = SLICE) -> Any:
     """``whole(self, timeout)`` (an async ``get_msg`` that raises ``queue.Empty`` when its
-    poll times out) as a wait in polls of at most ``slice_s`` seconds, up to ``timeout``
-    (``None``: for ever)."""
+    poll times out) as a wait in polls of at most ``slice_s`` seconds (:func:`slices`), up to
+    ``timeout`` (``None``: for ever)."""
     async def get_msg(self: Any, timeout: float | None = None) -> dict:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            step = slice_s if deadline is None else min(slice_s, max(0.0, deadline - time.monotonic()))
+        for step in slices(timeout, slice_s):
             try:
                 return await whole(self, timeout=step)
             except Empty:
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
+                pass
+        raise Empty
 
     get_msg._in_slices = True  # type: ignore[attr-defined]
     return get_msg
