@@ -1,4 +1,4 @@
-"""Optional dependencies: PyTorch (``mvkm[torch]``) and reservoirpy (``mvkm[data]``).
+"""Optional dependencies: PyTorch (``mvkm[torch]``), reservoirpy and sktime (``mvkm[data]``).
 
 ``import mvkm`` and every model on the CPU work without torch. A path that
 cannot run without it (the Stiefel solvers, ``device=``, parametric maps)

@@ -10,10 +10,17 @@
   ``pool=True`` all 1001 zeros and 1127 ones it is drawn from
   (``mvkm/data/mnist01_pool.npz``); both made by ``mvkm/data/make_mnist01.py``,
   licence and attribution in ``mvkm/data/README.md``.
+* :func:`load_mfeat`: the six views of the UCI Multiple Features digits, kept
+  in the package (``mvkm/data/mfeat.npz``).
+* :func:`load_basicmotions`: the BasicMotions recordings of the UEA
+  multivariate time-series archive (6 sensor channels by 100 instants), read
+  from the copy that ships inside the PyPI package ``sktime`` (BSD-3-Clause);
+  nothing is downloaded.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -22,7 +29,8 @@ from numpy.typing import NDArray
 from ._optional import DATA_HINT
 from ._validation import check_bool, check_count, check_positive, check_random_state
 
-__all__ = ["sum_of_sines", "load_santafe", "half_circle", "load_mnist01"]
+__all__ = ["sum_of_sines", "load_santafe", "half_circle", "load_mnist01", "load_mfeat", "load_basicmotions",
+           "read_ts", "MFEAT_VIEWS", "BASICMOTIONS_ACTIVITIES", "BASICMOTIONS_CHANNELS"]
 
 
 def sum_of_sines(n_samples: int = 500, *, dt: float = 0.01,
@@ -234,3 +242,121 @@ def load_mfeat(views: Sequence[str] = MFEAT_VIEWS) -> tuple[list[NDArray[np.floa
             arrays = [np.asarray(data[v], dtype=np.float64) for v in views]
             y = np.asarray(data["y"], dtype=np.int64)
     return arrays, y
+
+
+#: The four activities of BasicMotions, in the order the book uses.
+BASICMOTIONS_ACTIVITIES = ("Standing", "Walking", "Running", "Badminton")
+#: The six channels of a BasicMotions recording (the rows of each matrix).
+BASICMOTIONS_CHANNELS = ("acc x", "acc y", "acc z", "gyro x", "gyro y", "gyro z")
+_BASICMOTIONS_PARTS = {"train": ("TRAIN",), "test": ("TEST",), "all": ("TRAIN", "TEST")}
+
+
+def read_ts(path: str | Path) -> tuple[NDArray[np.float64], NDArray[np.str_]]:
+    """Read a classification file of the UEA/UCR archive in its ``.ts`` format, equal-length series only.
+
+    The format: comment lines starting with ``#``, header lines starting with
+    ``@`` up to ``@data``, then one recording per line, its channels separated
+    by ``:`` (each a comma-separated list of values) and the class label last.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The ``.ts`` file.
+
+    Returns
+    -------
+    X : ndarray of shape (n_recordings, n_channels, n_timepoints)
+        float64 values.
+    labels : ndarray of shape (n_recordings,)
+        The class label of each recording, as a string.
+
+    Raises
+    ------
+    ValueError
+        If the file has no ``@data`` section or no recording, a value is not a
+        number (missing values, ``?``, included), or the recordings do not all
+        have the same number of channels and of time points; the message names
+        the line.
+    """
+    rows: list[list[list[float]]] = []
+    labels: list[str] = []
+    in_data = False
+    path = Path(path)
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if not in_data:
+            in_data = line.lower() == "@data"
+            continue
+        *channels, label = line.split(":")
+        try:
+            rec = [[float(v) for v in ch.split(",")] for ch in channels]
+        except ValueError as exc:
+            raise ValueError(f"{path.name}, line {number}: a value is not a number ({exc})") from None
+        shape = (len(rec), len(rec[0]) if rec else 0)
+        if not rec or any(len(ch) != shape[1] for ch in rec) or not np.all(np.isfinite(rec)) \
+                or (rows and shape != (len(rows[0]), len(rows[0][0]))):
+            first = (len(rows[0]), len(rows[0][0])) if rows else shape
+            raise ValueError(f"{path.name}, line {number}: expected finite values in {first[0]} channels of "
+                             f"{first[1]} time points each, got channels of lengths {[len(ch) for ch in rec]}")
+        rows.append(rec)
+        labels.append(label.strip())
+    if not rows:
+        raise ValueError(f"{path.name}: no recording found (an '@data' line followed by recordings)")
+    return np.array(rows, dtype=np.float64), np.array(labels)
+
+
+def load_basicmotions(part: str = "all") -> tuple[NDArray[np.float64], NDArray[np.str_]]:
+    """The BasicMotions recordings (UEA archive): 80 matrices of 6 sensor channels by 100 instants.
+
+    Four people wore a smart watch while standing, walking, running and
+    playing badminton; each recording holds the three axes of its
+    accelerometer and of its gyroscope (rows, in the order of
+    :data:`BASICMOTIONS_CHANNELS`) over ten seconds sampled at 10 Hz
+    (columns). The archive splits them into 40 training and 40 test
+    recordings, 10 of each activity in each. The files ship inside the wheel
+    of ``sktime`` (BSD-3-Clause), which this function reads without importing
+    it; nothing is downloaded. See Bagnall et al., *The UEA multivariate time
+    series classification archive, 2018*, arXiv:1811.00075.
+
+    Parameters
+    ----------
+    part : {"all", "train", "test"}, default="all"
+        The archive's training file, its test file, or both (training first).
+
+    Returns
+    -------
+    X : ndarray of shape (80, 6, 100), or (40, 6, 100) for one part
+        float64 sensor values.
+    labels : ndarray of shape (80,), or (40,)
+        The activity of each recording, one of :data:`BASICMOTIONS_ACTIVITIES`.
+
+    Raises
+    ------
+    ValueError
+        If ``part`` is not one of the three names.
+    ImportError
+        If sktime is not installed (it comes with ``mvkm[data]``).
+
+    Examples
+    --------
+    >>> from mvkm.datasets import load_basicmotions
+    >>> X, labels = load_basicmotions()
+    >>> X.shape, int((labels == "Running").sum())
+    ((80, 6, 100), 20)
+    """
+    import importlib.util
+
+    if not isinstance(part, str) or part not in _BASICMOTIONS_PARTS:
+        raise ValueError(f"part must be one of {sorted(_BASICMOTIONS_PARTS)}, got {part!r}")
+    try:
+        spec = importlib.util.find_spec("sktime")   # locates the package, does not import it
+    except ImportError:
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("load_basicmotions reads the recordings from sktime's wheel, and sktime is not "
+                          f"installed here: {DATA_HINT}")
+    folder = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data" / "BasicMotions"
+    parts = [read_ts(folder / f"BasicMotions_{name}.ts") for name in _BASICMOTIONS_PARTS[part]]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

@@ -34,21 +34,20 @@ import pytest  # noqa: E402
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     """Without an optional extra (``pip install mvkm`` alone), a test that reaches a path needing
-    torch (``mvkm[torch]``) or reservoirpy (``mvkm[data]``) is skipped, with the package's own
+    torch (``mvkm[torch]``), reservoirpy or sktime (``mvkm[data]``) is skipped, with the package's own
     ImportError as the reason; where the extra is installed the test runs as always."""
     try:
         return (yield)
     except ImportError as exc:
-        import importlib
+        import importlib.util
 
         from mvkm._optional import DATA_HINT, TORCH_HINT
 
-        for hint, module in ((TORCH_HINT, "torch"), (DATA_HINT, "reservoirpy")):
+        for hint, modules in ((TORCH_HINT, ("torch",)), (DATA_HINT, ("reservoirpy", "sktime"))):
             if hint in str(exc):
-                try:
-                    importlib.import_module(module)
-                except ImportError:
-                    pytest.skip(f"needs {module}, not installed here: {exc}")
+                for module in modules:
+                    if module in str(exc) and importlib.util.find_spec(module) is None:
+                        pytest.skip(f"needs {module}, not installed here: {exc}")
         raise
 
 

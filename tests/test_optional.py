@@ -107,3 +107,9 @@ def test_cpu_fallbacks_give_torchs_numbers(monkeypatch):
     for a, b in zip(with_torch, without):
         # the same sums in another order: a few ulps of the entries' size
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12 * np.abs(a).max())
+
+
+def test_load_basicmotions_without_sktime_says_how_to_install_it():
+    done = _run_without({"sktime"}, "import mvkm; mvkm.datasets.load_basicmotions()")
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError") and DATA_HINT in last and "sktime" in last, done.stderr

@@ -47,6 +47,10 @@ except ImportError:
     pass
 else:
     assert datasets.load_santafe().shape == (10093,)
+import importlib.util
+if importlib.util.find_spec("sktime") is not None:   # the data extra's other wheel
+    X, labels = datasets.load_basicmotions()
+    assert X.shape == (80, 6, 100) and labels.shape == (80,), X.shape
 readme = Path(mvkm.__file__).parent / "data" / "README.md"
 assert "MNIST" in readme.read_text()
 print("loaded from", where.parent)
