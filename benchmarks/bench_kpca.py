@@ -8,6 +8,8 @@ Run from the repository root::
     python benchmarks/bench_kpca.py --threads 1      # one BLAS thread (default: 2)
     python benchmarks/bench_kpca.py --closing-check  # kernel_top_eigh with and without the check
     python benchmarks/bench_kpca.py --closing-check --against 9f49ea5   # ... and at that revision
+    python benchmarks/bench_kpca.py --block-products  # a pass with p vectors against p dsymv
+    python benchmarks/bench_kpca.py --block-lanczos   # a block Lanczos against top_eigh's
 
 Data sets (``--datasets``; all by default):
 
@@ -412,6 +414,104 @@ def closing_check_cost(datasets: list[str], sizes: list[int], repeats: int, agai
           + (f" --against {against}" if against else ""))
 
 
+def block_product_cost(sizes: list[int], repeats: int, threads: int, widths=(1, 2, 4, 8, 16, 32)) -> None:
+    """What a block Krylov method would pay per pass: the product of the kernel matrix with
+    ``p`` vectors, read from one triangle (BLAS ``dsymm``, what a block Lanczos on the
+    upper triangle of ``kernel_top_eigh`` would call) or from the full square matrix
+    (``dgemm``, twice the memory), against ``p`` single-vector ``dsymv`` products (what
+    the Lanczos solver spends); medians of ``repeats`` runs, wall seconds."""
+    from scipy.linalg import blas
+
+    print("## Block products: one pass with p vectors against p single-vector passes (median seconds)\n")
+    print("| n | p | p x dsymv | dsymm (one triangle) | dgemm (full matrix) | dsymm / (p x dsymv) | "
+          "dgemm / (p x dsymv) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n in sizes:
+        X = _gaussian(10)(n)
+        K = RBF(median_sigma(X))(X)
+        A = np.asfortranarray(K)
+        rng = np.random.default_rng(0)
+        one = rng.standard_normal(n)
+        t_one = statistics.median(timed(blas.dsymv, 1.0, A, one)[1] for _ in range(repeats))
+        for p in widths:
+            Z = np.asfortranarray(rng.standard_normal((n, p)))
+            t_symm = statistics.median(timed(blas.dsymm, 1.0, A, Z)[1] for _ in range(repeats))
+            t_gemm = statistics.median(timed(blas.dgemm, 1.0, A, Z)[1] for _ in range(repeats))
+            print(f"| {n} | {p} | {p * t_one:.4f} | {t_symm:.4f} | {t_gemm:.4f} | "
+                  f"{t_symm / (p * t_one):.2f} | {t_gemm / (p * t_one):.2f} |", flush=True)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+    print("reproduce: python benchmarks/bench_kpca.py --block-products --sizes "
+          + " ".join(map(str, sizes)) + f" --repeats {repeats} --threads {threads}")
+
+
+def block_lanczos(K: np.ndarray, s: int, p: int, tol: float, rng: np.random.Generator,
+                  max_basis: int = 400) -> tuple[np.ndarray, int]:
+    """Block Lanczos for the top ``s`` eigenvalues of the symmetric C-ordered ``K``: blocks of
+    ``p`` vectors, one BLAS ``dgemm`` on the full matrix per pass, full reorthogonalisation
+    (twice), the projection kept from the products, and the stopping rule of
+    ``mvkm.linalg._lanczos_top`` (block residuals ``|B_m Y_m| <= max(tol |theta|, 4 n eps)`` on
+    ``K / max|K|``). Returns the eigenvalues and the number of passes over ``K``."""
+    from scipy.linalg import blas
+
+    n = K.shape[0]
+    scale = float(np.abs(K).max())
+    A = K.T                                   # the F-contiguous view of a symmetric C array: no copy
+    floor = 4 * n * np.finfo(float).eps
+    basis = [np.linalg.qr(rng.standard_normal((n, p)))[0]]
+    T = np.zeros((0, 0))
+    passes = 0
+    while True:
+        W = blas.dgemm(1.0 / scale, A, basis[-1])
+        passes += 1
+        Q = np.hstack(basis)
+        m = Q.shape[1]
+        col = Q.T @ W
+        T_new = np.zeros((m, m))
+        T_new[:m - p, :m - p] = T
+        T_new[:, m - p:], T_new[m - p:, :] = col, col.T
+        T = T_new
+        R = W - Q @ col
+        R -= Q @ (Q.T @ R)
+        theta, Y = np.linalg.eigh(T)
+        theta, Y = theta[::-1][:s], Y[:, ::-1][:, :s]
+        Q_next, B = np.linalg.qr(R)
+        res = np.linalg.norm(B @ Y[m - p:], axis=0)
+        if np.all(res <= np.maximum(tol * np.abs(theta), floor)) or m + p > max_basis:
+            return theta * scale, passes
+        basis.append(Q_next)
+
+
+def block_lanczos_cost(datasets: list[str], sizes: list[int], repeats: int, threads: int,
+                       widths=(8, 12, 16)) -> None:
+    """A block Krylov solver against the package's Lanczos (``top_eigh(K, 10, "lanczos")``, its
+    closing check included) on the same stored, centred kernel matrix: wall seconds (medians),
+    passes over the matrix, and the largest eigenvalue difference relative to lambda_1."""
+    from mvkm.linalg import _DEFAULT_TOL
+
+    print("## Block Lanczos (dgemm, p vectors per pass) against top_eigh's Lanczos (dsymv), top 10\n")
+    print("| data | n | Lanczos (s) | products | " + " | ".join(f"p = {p}: s, passes" for p in widths)
+          + " | max rel. diff. |")
+    print("|---|---:|---:|---:|" + "---:|" * len(widths) + "---:|")
+    for name in datasets:
+        for n in sizes:
+            X = DATASETS[name][1](n)
+            K = np.ascontiguousarray(center_gram(RBF(median_sigma(X))(X)))
+            lam_ref = top_eigh(K, 10, "lanczos")[0]
+            t_ref = statistics.median(timed(top_eigh, K, 10, "lanczos")[1] for _ in range(repeats))
+            cells, diff = [], 0.0
+            for p in widths:
+                runs = [timed(block_lanczos, K, 10, p, _DEFAULT_TOL, np.random.default_rng(0))
+                        for _ in range(repeats)]
+                (lam, passes), _ = runs[0]
+                diff = max(diff, float(np.abs(lam - lam_ref).max() / lam_ref[0]))
+                cells.append(f"{statistics.median(r[1] for r in runs):.3f}, {passes}")
+            print(f"| {name} | {n} | {t_ref:.3f} | {lanczos_products(K)} | " + " | ".join(cells)
+                  + f" | {diff:.0e} |", flush=True)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+    print("reproduce: python benchmarks/bench_kpca.py --block-lanczos --datasets " + " ".join(datasets)
+          + " --sizes " + " ".join(map(str, sizes)) + f" --repeats {repeats} --threads {threads}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS),
@@ -428,10 +528,22 @@ def main(argv: list[str] | None = None) -> None:
                         help="limit BLAS threads (default: 2; 0: the library's own choice)")
     parser.add_argument("--closing-check", action="store_true",
                         help="only time kernel_top_eigh with and without the closing check")
+    parser.add_argument("--block-products", action="store_true",
+                        help="only time products with p vectors (dsymm, dgemm) against p dsymv")
+    parser.add_argument("--block-lanczos", action="store_true",
+                        help="only time a block Lanczos (p = 8, 12, 16) against top_eigh's Lanczos")
     parser.add_argument("--against", metavar="REV", default=None,
                         help="with --closing-check: also time the package at this git revision")
     args = parser.parse_args(argv)
     sizes = [1500, 3000] if args.quick else args.sizes
+    if args.block_products or args.block_lanczos:
+        limits = threadpool_limits(args.threads, user_api="blas") if args.threads else contextlib.nullcontext()
+        with limits:
+            if args.block_products:
+                block_product_cost(sizes, args.repeats, args.threads)
+            else:
+                block_lanczos_cost(args.datasets, sizes, args.repeats, args.threads)
+        return
     if args.closing_check:
         limits = threadpool_limits(args.threads, user_api="blas") if args.threads else contextlib.nullcontext()
         with limits:
