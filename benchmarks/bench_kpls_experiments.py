@@ -10,7 +10,7 @@ The chapter (``book/kpls/experiments.ipynb``) runs its protocol on 800 of the
 four kernels, so that the book builds in about a minute. This script runs the
 *same code*, read from the notebook's cells (so the two cannot drift apart),
 with the source's full split of all 2000 digits (1200 / 400 / 400) and the
-six-kernel grid (Gaussian and Laplacian, c in {0.5, 1, 2}), and prints the
+six-kernel grid (Gaussian and Laplacian, bandwidth factors f in {0.5, 1, 2}), and prints the
 chapter's Tables 1-3 and the paired differences. Each split solves, per
 kernel, a dense 3600 x 3600 eigenproblem for the 95 % rule: expect tens of
 minutes on one core.

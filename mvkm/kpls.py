@@ -663,12 +663,13 @@ class MultiViewKPLS(BaseEstimator):
         return self._primal_finish(lam, W, np.vstack(es), dims, total)
 
     def _primal_eig(self, C: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
-        """The top k eigenpairs of C_off (dense) and the sum of its positive eigenvalues."""
-        mu, Wfull = np.linalg.eigh(C)
-        mu, Wfull = mu[::-1], Wfull[:, ::-1]
-        total = float(mu[mu > 0].sum())
-        k = self._select(mu, total)
-        return mu[:k], Wfull[:, :k], total
+        """The top k eigenpairs of C (the book's eq. kplso-eq-primal-eig: the off-diagonal blocks
+        Phi_u^T Phi_v, dense) and the sum of its positive eigenvalues."""
+        lam, Wfull = np.linalg.eigh(C)
+        lam, Wfull = lam[::-1], Wfull[:, ::-1]
+        total = float(lam[lam > 0].sum())
+        k = self._select(lam, total)
+        return lam[:k], Wfull[:, :k], total
 
     def _primal_finish(self, lam, W, scores, dims, total):
         """alpha_v = sum_{u != v} e_u / lambda from the stacked scores (V N x k), with signs."""
@@ -679,7 +680,7 @@ class MultiViewKPLS(BaseEstimator):
         return lam, [a * signs for a in np.split(alpha, V)], total
 
     def _fit_primal_streamed(self, Xs, maps):
-        """The primal from the streamed scatter: C_off = its off-diagonal blocks (uncentred
+        """The primal from the streamed scatter: C = its off-diagonal blocks (uncentred
         scatter S + N mean mean^T when ``center=False``); the scores by a second pass."""
         V = len(Xs)
         fitted = [fit_feature_map(fm, X) for fm, X in zip(maps, Xs)]
@@ -717,7 +718,7 @@ class MultiViewKPLS(BaseEstimator):
 
     @property
     def explained_variance_ratio_(self) -> NDArray[np.float64]:
-        """Eigenvalues over the sum of all positive eigenvalues of Omega (computed on first access)."""
+        """Eigenvalues over the sum of all positive eigenvalues of Omega (the sum is computed during ``fit``)."""
         self._check_fitted()
         if self._positive_total is None:
             raise AttributeError(
