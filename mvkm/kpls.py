@@ -1,7 +1,7 @@
 r"""Multi-view kernel partial least squares (MvKPLS), Part III of the book.
 
 The model of :cite:`zeng2024mvkpls` maximises the pairwise covariances of the
-views' scores. Its dual (eq. (3) of the source) is the eigenproblem
+views' scores. Its dual (source eq. (3)) is the eigenproblem
 
 .. math::
     \Omega \alpha = \lambda \alpha, \qquad
@@ -13,7 +13,7 @@ symmetric, but it is self-adjoint in the inner product
 :math:`\langle x, y\rangle_D = x^\top D y`, so its spectrum is real; its nonzero
 eigenvalues are those of the symmetric :math:`S = D^{1/2} E D^{1/2}`, and
 :math:`\operatorname{tr}\Omega = 0`. The out-of-sample scores of view
-:math:`v` are :math:`k_v(x, X_v)^\top \alpha_v` (eq. (4)), with the test kernel
+:math:`v` are :math:`k_v(x, X_v)^\top \alpha^{[v]}` (source eq. (4)), with the test kernel
 rows centred by the training means when the kernels are centred (bias terms).
 
 Two routes compute the top ``k`` eigenpairs:
@@ -296,8 +296,8 @@ class MultiViewKPLS(BaseEstimator):
     eigenvalues_ : ndarray of shape (k,)
         The k largest positive eigenvalues of Omega, descending.
     dual_coef_ : list of ndarray of shape (N, k)
-        :math:`\alpha_v` per view, normalised so that
-        :math:`\sum_v \alpha_v^\top K_v \alpha_v = 1` per component (the
+        :math:`\alpha^{[v]}` per view, normalised so that
+        :math:`\sum_v \alpha^{[v]\top} K_v \alpha^{[v]} = 1` per component (the
         columns of :math:`D^{1/2}\alpha` are orthonormal).
     explained_variance_ratio_ : ndarray of shape (k,)
         :math:`\lambda_j / \sum_{\lambda_i > 0}\lambda_i`. The denominator
@@ -732,7 +732,7 @@ class MultiViewKPLS(BaseEstimator):
         """Scores of new rows: a list of V arrays of shape (n, k), eq. (4) of the source.
 
         The test kernel rows are centred with the training means when ``center``
-        (on the training rows this gives the training scores :math:`K_v\\alpha_v`).
+        (on the training rows this gives the training scores :math:`K_v\\alpha^{[v]}`).
         """
         self._check_fitted()
         Xs = self._check_views(views, self.n_views_)

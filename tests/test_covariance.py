@@ -372,3 +372,25 @@ def test_nystrom_raw_reduction_and_folded_second_pass():
     A = np.random.default_rng(1).normal(size=(Phi.shape[1], 4))
     assert np.allclose(features_times(maps, [X[:500], Y[:500]], A), Phi[:500] @ A,
                        rtol=0, atol=1e-9 * np.abs(Phi[:500] @ A).max())
+
+
+def test_nystrom_raw_single_view_uses_the_kernel_rows_buffer():
+    # issue 25, item 2: with one Nystrom view the raw rows K(X, L) are computed column-major
+    # (as K(L, X)^T) and reduced without a copy into the chunk buffer; the moments must equal
+    # the in-memory ones, and the caller's data must come back untouched (add() subtracts the
+    # chunk mean in place from the buffer it is given)
+    from mvkm.covariance import chunk_features
+
+    X, _ = _views(2500)
+    X_before = X.copy()
+    fm = Nystrom(RBF(2.0), 200, random_state=0).fit(X)
+    F = chunk_features([fm], [X[:300]], raw=True)
+    K_rows = RBF(2.0)(X[:300], fm.landmarks_)
+    assert F.flags.f_contiguous and F.shape == K_rows.shape
+    assert np.allclose(F, K_rows, rtol=0, atol=1e-14)
+    mean, S, _ = _in_memory([X], [fm])
+    raw = feature_moments([X], [fm], batch_size=600, nystrom_raw=True)
+    lam = np.sort(np.linalg.eigvalsh(raw.scatter))[::-1][:10]
+    assert np.allclose(lam, np.sort(np.linalg.eigvalsh(S))[::-1][:10], rtol=1e-11)
+    assert np.allclose(raw.mean, mean, rtol=0, atol=1e-12)
+    assert np.array_equal(X, X_before)
