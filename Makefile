@@ -52,7 +52,7 @@ PACKAGE_TESTS := $(addsuffix .py,$(addprefix tests/test_,bad_inputs boundary cov
 WHEEL_VERSIONS ?= 3.12 3.13
 wheel_python = $(or $(firstword $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1))),python$(1))
 
-# No torch, no reservoirpy: the tests that need them skip, saying so (tests/conftest.py).
+# No torch, no reservoirpy, no sktime: the tests that need them skip, saying so (tests/conftest.py).
 # One target per version, so that `make -j2 test-wheel` runs them side by side.
 test-wheel: $(addprefix test-wheel-,$(WHEEL_VERSIONS))
 

@@ -222,8 +222,11 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
     kernel rows :math:`K(X, L)` (``b x m``) instead of its features
     :math:`K(X, L) N`: the caller applies :math:`N` to the reduced result
     (:func:`raw_transforms`), which saves the ``b m r`` product per chunk.
+    With a single such view whose kernel is an :class:`mvkm.kernels.Kernel`,
+    the result is the kernel's own new column-major array, not a view of ``out``.
     """
     from .features import RandomFourierFeatures
+    from .kernels import Kernel
 
     b = int(chunks[0].shape[0])
     shifts = list(shifts) if shifts is not None else [_Shift()] * len(maps)
@@ -234,9 +237,12 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
                             np.asarray(_raw_rows(fm, X) if raw and _is_nystrom(fm) else fm.transform(X)),
                             b, f"feature_maps[{v}].transform")
                         for v, (fm, X, D) in enumerate(zip(maps, Xs, dims))]
-    if (raw and len(maps) == 1 and _is_nystrom(maps[0]) and shifts[0].features is None
-            and parts[0].dtype == want and parts[0].flags.f_contiguous):
-        return parts[0]     # the kernel rows' own fresh buffer, already column-major: no copy
+    if (raw and len(maps) == 1 and _is_nystrom(maps[0]) and isinstance(maps[0]._kernel(), Kernel)
+            and shifts[0].features is None and parts[0].dtype == want and parts[0].flags.f_contiguous):
+        # the kernel rows' own fresh buffer (an mvkm Kernel returns a new array), already
+        # column-major: no copy; a user's callable might return a cached array, which the
+        # caller's in-place centring would change, so it is copied as before
+        return parts[0]
     widths = [D if D else p.shape[1] for D, p in zip(dims, parts)]
     shape = (b, sum(widths))
     size = shape[0] * shape[1]

@@ -257,6 +257,7 @@ def read_ts(path: str | Path) -> tuple[NDArray[np.float64], NDArray[np.str_]]:
     The format: comment lines starting with ``#``, header lines starting with
     ``@`` up to ``@data``, then one recording per line, its channels separated
     by ``:`` (each a comma-separated list of values) and the class label last.
+    The file is read as UTF-8 (a byte-order mark is ignored).
 
     Parameters
     ----------
@@ -273,33 +274,47 @@ def read_ts(path: str | Path) -> tuple[NDArray[np.float64], NDArray[np.str_]]:
     Raises
     ------
     ValueError
-        If the file has no ``@data`` section or no recording, a value is not a
-        number (missing values, ``?``, included), or the recordings do not all
-        have the same number of channels and of time points; the message names
-        the line.
+        If the header says ``@classLabel false`` (a file without labels), the
+        file has no ``@data`` section or no recording, a value is not a number
+        (missing values, ``?``, included) or not finite, or the recordings do
+        not all have the same number of channels and of time points; the
+        message names the line (and, for a shape that differs, the line the
+        first shape came from).
     """
     rows: list[list[list[float]]] = []
     labels: list[str] = []
     in_data = False
+    first: tuple[int, tuple[int, int]] | None = None      # (line, (channels, time points))
     path = Path(path)
-    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+    for number, raw in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         if not in_data:
-            in_data = line.lower() == "@data"
+            words = line.lower().split()
+            if words[:2] == ["@classlabel", "false"]:
+                raise ValueError(f"{path.name}, line {number}: '@classLabel false': read_ts reads "
+                                 "classification files, whose recordings end with a label")
+            in_data = words[:1] == ["@data"]
             continue
         *channels, label = line.split(":")
         try:
             rec = [[float(v) for v in ch.split(",")] for ch in channels]
         except ValueError as exc:
             raise ValueError(f"{path.name}, line {number}: a value is not a number ({exc})") from None
-        shape = (len(rec), len(rec[0]) if rec else 0)
-        if not rec or any(len(ch) != shape[1] for ch in rec) or not np.all(np.isfinite(rec)) \
-                or (rows and shape != (len(rows[0]), len(rows[0][0]))):
-            first = (len(rows[0]), len(rows[0][0])) if rows else shape
-            raise ValueError(f"{path.name}, line {number}: expected finite values in {first[0]} channels of "
-                             f"{first[1]} time points each, got channels of lengths {[len(ch) for ch in rec]}")
+        lengths = [len(ch) for ch in rec]
+        if not rec or len(set(lengths)) != 1:
+            raise ValueError(f"{path.name}, line {number}: expected channels of equal length, "
+                             f"got {len(rec)} channels of lengths {lengths}")
+        if not np.all(np.isfinite(rec)):
+            raise ValueError(f"{path.name}, line {number}: a value is not finite (nan or inf)")
+        shape = (len(rec), lengths[0])
+        if first is None:
+            first = (number, shape)
+        elif shape != first[1]:
+            raise ValueError(f"{path.name}, line {number}: {shape[0]} channels of {shape[1]} time points, "
+                             f"where line {first[0]} has {first[1][0]} of {first[1][1]}; read_ts reads "
+                             "equal-length recordings only")
         rows.append(rec)
         labels.append(label.strip())
     if not rows:
@@ -338,6 +353,8 @@ def load_basicmotions(part: str = "all") -> tuple[NDArray[np.float64], NDArray[n
         If ``part`` is not one of the three names.
     ImportError
         If sktime is not installed (it comes with ``mvkm[data]``).
+    FileNotFoundError
+        If the installed sktime does not ship the two files.
 
     Examples
     --------
@@ -358,5 +375,11 @@ def load_basicmotions(part: str = "all") -> tuple[NDArray[np.float64], NDArray[n
         raise ImportError("load_basicmotions reads the recordings from sktime's wheel, and sktime is not "
                           f"installed here: {DATA_HINT}")
     folder = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data" / "BasicMotions"
-    parts = [read_ts(folder / f"BasicMotions_{name}.ts") for name in _BASICMOTIONS_PARTS[part]]
+    files = [folder / f"BasicMotions_{name}.ts" for name in _BASICMOTIONS_PARTS[part]]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise FileNotFoundError(f"load_basicmotions: this sktime installation does not ship {missing} "
+                                "(sktime 1.2.0 does); reinstall it: "
+                                f"{DATA_HINT}")
+    parts = [read_ts(f) for f in files]
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

@@ -672,9 +672,9 @@ class MultiViewKPLS(BaseEstimator):
         return lam[:k], Wfull[:, :k], total
 
     def _primal_finish(self, lam, W, scores, dims, total):
-        """alpha_v = sum_{u != v} e_u / lambda from the stacked scores (V N x k), with signs."""
+        """alpha^{[v]} = sum_{u != v} e^{[u]} / lambda from the stacked scores (V N x k), with signs."""
         V = len(dims) - 1
-        alpha = _offdiag_sum(scores, V) / lam                            # alpha_v = sum_{u != v} e_u / lambda
+        alpha = _offdiag_sum(scores, V) / lam                            # alpha^{[v]} = sum_{u != v} e^{[u]} / lambda
         signs = sign_convention(scores)
         self._W = [W[dims[v]:dims[v + 1]] * signs for v in range(V)]
         return lam, [a * signs for a in np.split(alpha, V)], total
@@ -729,7 +729,7 @@ class MultiViewKPLS(BaseEstimator):
         return self.eigenvalues_ / self._positive_total
 
     def transform(self, views: Sequence[ArrayLike]) -> list[NDArray[np.float64]]:
-        """Scores of new rows: a list of V arrays of shape (n, k), eq. (4) of the source.
+        """Scores of new rows: a list of V arrays of shape (n, k), source eq. (4).
 
         The test kernel rows are centred with the training means when ``center``
         (on the training rows this gives the training scores :math:`K_v\\alpha^{[v]}`).

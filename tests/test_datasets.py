@@ -266,11 +266,11 @@ def test_read_ts_reads_channels_values_and_labels(tmp_path):
 
 
 @pytest.mark.parametrize("body, what", [
-    ("1,2,3:4,5:a\n", "line 5"),                         # channels of unequal length
-    ("1,2,3:4,5,6:a\n1,2,3:b\n", "line 6"),              # a recording with fewer channels
-    ("1,2:3,4:a\n1,2,3:4,5,6:b\n", "line 6"),            # a recording of another length
-    ("1,?,3:4,5,6:a\n", "line 5"),                       # a missing value
-    ("1,nan,3:4,5,6:a\n", "line 5"),                     # a non-finite value
+    ("1,2,3:4,5:a\n", "line 5: expected channels of equal length"),
+    ("1,2,3:4,5,6:a\n1,2,3:b\n", "line 6: 1 channels of 3 time points, where line 5 has 2 of 3"),
+    ("1,2:3,4:a\n1,2,3:4,5,6:b\n", "line 6: 2 channels of 3 time points, where line 5 has 2 of 2"),
+    ("1,?,3:4,5,6:a\n", "line 5: a value is not a number"),
+    ("1,nan,3:4,5,6:a\n", "line 5: a value is not finite"),
     ("", "no recording"),
 ])
 def test_read_ts_names_the_line_it_cannot_read(tmp_path, body, what):
@@ -278,8 +278,48 @@ def test_read_ts_names_the_line_it_cannot_read(tmp_path, body, what):
         datasets.read_ts(_ts(tmp_path, body))
 
 
-def test_the_docstring_examples_run():
-    import doctest
+def test_read_ts_windows_line_endings_a_bom_and_no_data_section(tmp_path):
+    path = tmp_path / "w.ts"
+    path.write_bytes("\ufeff@problemName w\r\n@data\r\n1,2:3,4:yes\r\n5,6:7,8:no\r\n".encode("utf-8"))
+    X, labels = datasets.read_ts(path)
+    assert X.shape == (2, 2, 2) and labels.tolist() == ["yes", "no"] and X[1, 1].tolist() == [7.0, 8.0]
+    path.write_text("@problemName w\n1,2:3,4:yes\n")              # no @data line
+    with pytest.raises(ValueError, match="no recording"):
+        datasets.read_ts(path)
 
-    result = doctest.testmod(datasets, optionflags=doctest.NORMALIZE_WHITESPACE)
+
+def test_read_ts_refuses_a_file_without_labels(tmp_path):
+    path = tmp_path / "r.ts"
+    path.write_text("@problemName r\n@classLabel false\n@data\n1,2:3,4\n")
+    with pytest.raises(ValueError, match="classLabel false"):
+        datasets.read_ts(path)
+
+
+def test_the_docstring_examples_run():
+    """Every example of mvkm.datasets; load_basicmotions's only where sktime is installed
+    (``make test-wheel`` runs without the data extra)."""
+    import doctest
+    import importlib.util
+
+    have_sktime = importlib.util.find_spec("sktime") is not None
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    tests = [t for t in doctest.DocTestFinder().find(datasets)
+             if t.examples and (have_sktime or not t.name.endswith("load_basicmotions"))]
+    for t in tests:
+        runner.run(t)
+    result = runner.summarize(verbose=False)
+    names = {t.name.rsplit(".", 1)[-1] for t in tests}
+    assert {"load_mnist01", "load_mfeat"} <= names and (not have_sktime or "load_basicmotions" in names)
     assert result.attempted >= 4 and result.failed == 0
+
+
+def test_basicmotions_says_which_files_an_sktime_without_them_lacks(tmp_path, monkeypatch):
+    import importlib.util
+    from types import SimpleNamespace
+
+    fake = tmp_path / "sktime"
+    fake.mkdir()
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name: SimpleNamespace(submodule_search_locations=[str(fake)]))
+    with pytest.raises(FileNotFoundError, match="BasicMotions_TRAIN.ts"):
+        datasets.load_basicmotions("train")
