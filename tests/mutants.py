@@ -484,10 +484,21 @@ def discover_notebooks(pattern: str | None = None) -> tuple[list[str], list[str]
     return notebooks, notes
 
 
+_IMPORT_MVKM = re.compile(r"^\s*(from|import)\s+mvkm\b", re.M)
+
+
 def _imports_mvkm(path: Path) -> bool:
+    """Whether the notebook imports mvkm, itself or through a module beside it
+    (Part IV's experiment chapters import ``smm_common.py``, which imports mvkm)."""
     nb = json.loads(path.read_text())
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-    return re.search(r"^\s*(from|import)\s+mvkm\b", code, re.M) is not None
+    if _IMPORT_MVKM.search(code):
+        return True
+    for name in re.findall(r"^\s*(?:from|import)\s+(\w+)", code, re.M):
+        module = path.parent / f"{name}.py"
+        if module.is_file() and _IMPORT_MVKM.search(module.read_text()):
+            return True
+    return False
 
 
 # ---------------------------------------------------------------------------

@@ -71,3 +71,27 @@ def test_a_snippet_that_no_longer_matches_fails_loudly(tmp_path):
     with pytest.raises(ValueError, match="occurs 0 times"):
         mutants.apply_mutant(orphan, copy)
     assert mutants.check_snippets([orphan])
+
+
+def test_a_chapter_that_imports_mvkm_through_a_module_beside_it_is_checked(tmp_path):
+    """Part IV's experiment chapters import mvkm only through ``smm_common.py``: they must
+    not be skipped as chapters that do not use the package."""
+    import json
+
+    def chapter(folder: Path, source: str) -> Path:
+        folder.mkdir(exist_ok=True)
+        path = folder / "chapter.ipynb"
+        path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": [source]}]}))
+        return path
+
+    assert mutants._imports_mvkm(chapter(tmp_path / "direct", "import numpy as np\nfrom mvkm import RBF"))
+    assert not mutants._imports_mvkm(chapter(tmp_path / "none", "import numpy as np"))
+    helper = chapter(tmp_path / "helper", "from helpers import fit\nfit()")
+    assert not mutants._imports_mvkm(helper)                     # no helpers.py yet
+    (tmp_path / "helper" / "helpers.py").write_text("import numpy\n")
+    assert not mutants._imports_mvkm(helper)                     # a helper without mvkm
+    (tmp_path / "helper" / "helpers.py").write_text("import numpy\nimport mvkm\n")
+    assert mutants._imports_mvkm(helper)
+    book = Path(mutants.ROOT) / "book" / "smm"
+    for name in ("experiments", "images", "motion"):
+        assert mutants._imports_mvkm(book / f"{name}.ipynb"), name

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import copy
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import nbformat
 import yaml
@@ -139,8 +140,12 @@ def stub(ex: Exercise, source: str) -> str:
     return "\n".join(lines + [f"{name} = ..." for name in ex.names])
 
 
-def master(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
-    """The otter-assign master notebook of a book chapter."""
+def master(nb: nbformat.NotebookNode, name: str, files: Sequence[str] = ()) -> nbformat.NotebookNode:
+    """The otter-assign master notebook of a book chapter.
+
+    ``files``: support files beside the chapter (the Python modules of its folder,
+    which its cells import), shipped with the student notebook and the autograder.
+    """
     exs = exercises(nb)
     by_statement = {ex.statement: ex for ex in exs}
     by_solution = {ex.solution: ex for ex in exs}
@@ -149,6 +154,8 @@ def master(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
     config = {"name": name, "init_cell": True, "check_all_cell": False, "export_cell": False,
               "run_tests": False, "solutions_pdf": False, "generate": True,
               "tests": {"files": False}}
+    if files:
+        config["files"] = list(files)
     cells = [raw("# ASSIGNMENT CONFIG\n" + yaml.safe_dump(config, sort_keys=False))]
     for i, cell in enumerate(nb.cells):
         cell = copy.deepcopy(cell)
@@ -203,9 +210,12 @@ def assign(notebook: Path, out_dir: Path) -> dict:
     name = notebook.stem
     out_dir = out_dir.resolve()                # otter runs in a temporary folder
     out_dir.mkdir(parents=True, exist_ok=True)
+    support = sorted(p.name for p in notebook.parent.glob("*.py"))
     with tempfile.TemporaryDirectory() as tmp:
+        for f in support:
+            shutil.copy(notebook.parent / f, tmp)
         src = Path(tmp) / f"{name}.ipynb"
-        nbformat.write(master(nb, name), src)
+        nbformat.write(master(nb, name, support), src)
         result = subprocess.run([sys.executable, "-m", "otter", "assign", str(src), str(out_dir)],
                                 capture_output=True, text=True, cwd=tmp)
     if result.returncode != 0:
