@@ -35,7 +35,7 @@ SOLVER_WARNINGS = Counter()
 
 
 def fit_smm(X, y, **params):
-    # LowRankSMM with this chapter's defaults (C = 1, tol = 1e-3, no intercept); warnings are counted.
+    # LowRankSMM with the chapters' defaults (C = 1, tol = 1e-3, no intercept); warnings are counted.
     params = {"C": 1.0, "tol": 1e-3, **params}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -119,7 +119,7 @@ def nuclear_smm_sdp(X, y, tau, C=1.0):
     # Z = [[Z11, W], [W^T, Z22]] positive semi-definite. The variables are the packed upper
     # triangle z of Z (column by column, off-diagonal entries times sqrt 2: clarabel's
     # PSD-triangle convention), b and the slacks xi. Returns W, b and the multipliers alpha
-    # of the margin constraints (for the check below).
+    # of the margin constraints (for the check in smm/experiments).
     n, d1, d2 = X.shape
     D = d1 + d2
     m = D * (D + 1) // 2
@@ -238,8 +238,8 @@ def nuclear_smm_sqp(X, y, tau, C=1.0, tol=1e-6):
 
 
 def nuclear_smm(X, y, tau, C=1.0):
-    # The interior-point SDP for small matrices (its PSD cone has side d1 + d2: 0.02 s at 8 x 8),
-    # the dual for larger ones (timed at 20 x 20 in the cell after the check below). On a
+    # The interior-point SDP for small matrices (its PSD cone has side d1 + d2),
+    # the dual for larger ones (both timed at 20 x 20 in smm/experiments). On a
     # small matrix with many training points the dual is the slower one: its Gram matrix has
     # rank d1 d2 < n, and the accelerated gradient then needs thousands of steps.
     solve = nuclear_smm_sdp if X.shape[1] + X.shape[2] <= 24 else nuclear_smm_dual
