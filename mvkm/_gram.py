@@ -43,6 +43,26 @@ Array = NDArray[np.float64]
 _ROWS = 256
 
 
+def _triangle_matmat(K: Array, Z: Array) -> Array:
+    r""":math:`K Z` for the symmetric :math:`K` held in the upper triangle of the C-ordered ``K``.
+
+    :math:`K = U + U^\top - \operatorname{diag}(K)` with :math:`U` the upper triangle
+    (diagonal included): two BLAS ``dtrmm`` (:math:`U Z` and :math:`U^\top Z`, each reading
+    the triangle once, the strict lower part never) and the diagonal's correction. On
+    OpenBLAS with 10 columns this is 1.3 to 2 times faster than ``dsymm`` on the same
+    triangle (n = 5000 and 10000, one and two threads; ``dsymm`` with one triangle costs
+    7 to 9 ``dsymv``).
+    """
+    if Z.shape[1] == 0:
+        return np.zeros(Z.shape)
+    A = K.T                                   # Fortran-ordered; its lower triangle is K's upper
+    Zf = np.asfortranarray(Z)
+    out = _blas.dtrmm(1.0, A, Zf, lower=1, trans_a=1)           # U Z
+    out += _blas.dtrmm(1.0, A, Zf, lower=1, trans_a=0)          # U^T Z
+    out -= np.diagonal(K)[:, None] * Zf
+    return out
+
+
 class GramTriangle:
     r"""A symmetric Gram matrix kept as the upper triangle of a C-ordered ``n x n`` array.
 
@@ -87,13 +107,14 @@ class GramTriangle:
         return t - self.n * self.grand_mean if self.center else t
 
     def matmat(self, Z: Array) -> Array:
-        """:math:`K_c Z` (or :math:`K Z`) for ``Z`` of shape (n,) or (n, k): one ``dsymv``/``dsymm``."""
+        """:math:`K_c Z` (or :math:`K Z`) for ``Z`` of shape (n,) or (n, k): one ``dsymv``, or
+        two ``dtrmm`` (:func:`_triangle_matmat`)."""
         Z = np.asarray(Z, dtype=np.float64)
-        A, lower = _symv_operand(self.K, upper=True)
         if Z.ndim == 1:
+            A, lower = _symv_operand(self.K, upper=True)
             out = _blas.dsymv(1.0, A, Z, lower=lower)
         else:
-            out = _blas.dsymm(1.0, A, np.asfortranarray(Z), side=0, lower=lower)
+            out = _triangle_matmat(self.K, Z)
         if self.center:
             _subtract_centering(out, Z, self._means, 1.0)
         return out
@@ -175,7 +196,7 @@ def kernel_triangle(kernel: Any, X: Array, *, center: bool = True,
 
 
 def upper_sum(triangles: Sequence[GramTriangle], features: Sequence[Array] = (), *,
-              n: int, center: bool = True) -> GramTriangle:
+              n: int, center: bool = True, into: GramTriangle | None = None) -> GramTriangle:
     r"""The triangle of :math:`\sum_v K_v + \sum_w \Phi_w \Phi_w^\top`, in a new array.
 
     The kernels' triangles are added block row by block row (the strict lower
@@ -183,12 +204,25 @@ def upper_sum(triangles: Sequence[GramTriangle], features: Sequence[Array] = (),
     block adds :math:`\Phi\Phi^\top` by BLAS ``dsyrk`` in place. Centring is
     linear, so :math:`M_c (\sum_v K_v) M_c = \sum_v M_c K_v M_c`: the sum of the
     centred kernels is the centred sum.
+
+    ``into``: one of ``triangles``, whose array receives the sum in place (no new
+    ``n x n`` array, one pass fewer). Its matrix is then the sum: the caller must
+    not use ``into`` afterwards.
     """
+    if into is not None and not any(T is into for T in triangles):
+        raise ValueError("into must be one of the triangles")
     first = not triangles
-    S = np.zeros((n, n)) if first else np.empty((n, n))
+    if into is not None:
+        S = into.K
+    else:
+        S = np.zeros((n, n)) if first else np.empty((n, n))
     for i0 in range(0, n, _ROWS):
         i1 = min(n, i0 + _ROWS)
-        if triangles:
+        if into is not None:
+            for T in triangles:
+                if T is not into:
+                    S[i0:i1, i0:] += T.K[i0:i1, i0:]
+        elif triangles:
             np.copyto(S[i0:i1, i0:], triangles[0].K[i0:i1, i0:])
             for T in triangles[1:]:
                 S[i0:i1, i0:] += T.K[i0:i1, i0:]

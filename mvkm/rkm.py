@@ -692,8 +692,18 @@ class MultiViewRKM(BaseEstimator):
                 self._kernel_means[v] = tris[v].row_means
         kernel_tris = [T for T in tris if T is not None]
         features = [P for P in self._Phi_c if P is not None]
-        total = (kernel_tris[0] if len(kernel_tris) == 1 and not features
-                 else upper_sum(kernel_tris, features, n=n))
+        # With the eigen-solver, the last kernel view's product K_v H is not needed (below),
+        # so its triangle receives the sum in place: no new n x n array, one pass fewer.
+        from_equation = (self.solver == "eig" and len(kernel_tris) + len(features) > 1
+                         and bool(kernel_tris))
+        last = max((v for v in range(V) if tris[v] is not None), default=-1)
+        if len(kernel_tris) == 1 and not features:
+            total = kernel_tris[0]
+        elif from_equation:
+            total = upper_sum(kernel_tris, features, n=n, into=tris[last])
+            tris[last] = None                                  # its array now holds the sum
+        else:
+            total = upper_sum(kernel_tris, features, n=n)
         if self.solver == "eig":
             lam, H = total.top_eigh(s, random_state=0 if self.random_state is None
                                     else self.random_state)
@@ -708,8 +718,13 @@ class MultiViewRKM(BaseEstimator):
             # tolerance), and no view can be missing, so the product is not formed
             KH = [H * lam]
         else:
-            KH = [tris[v].matmat(H) if tris[v] is not None else P @ (P.T @ H)
+            KH = [tris[v].matmat(H) if tris[v] is not None
+                  else (P @ (P.T @ H) if P is not None else None)
                   for v, P in enumerate(self._Phi_c)]
+            if from_equation:
+                # the last kernel view from the eigen-equation sum_v K_v,c H = H Gamma (to the
+                # solver's tolerance): one n^2 s product fewer
+                KH[last] = H * lam - sum(KvH for v, KvH in enumerate(KH) if v != last)
         self._UtU = [H.T @ KvH for KvH in KH]                  # U_v^T U_v = H^T K_v H
         # K_v H for the kernel views (eq. (16)) and Phi_v^T H (= U_v by eq. (5)) for the
         # explicit ones: every prediction needs them
