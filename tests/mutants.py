@@ -176,8 +176,9 @@ MUTANTS: list[Mutant] = [
         "rkm_dual_uncentred",
         "dual: the kernel views' Gram matrices are summed without centring",
         "rkm.py",
-        "                 else upper_sum(kernel_tris, features, n=n))\n",
-        "                 else upper_sum(kernel_tris, features, n=n))\n        total.center = False\n",
+        "            total = upper_sum(kernel_tris, features, n=n, into=tris[last])\n",
+        "            total = upper_sum(kernel_tris, features, n=n, into=tris[last])\n"
+        "            total.center = False\n",
         "MultiViewRKM dual",
     ),
     Mutant(
