@@ -49,9 +49,9 @@ def _triangle_matmat(K: Array, Z: Array) -> Array:
     :math:`K = U + U^\top - \operatorname{diag}(K)` with :math:`U` the upper triangle
     (diagonal included): two BLAS ``dtrmm`` (:math:`U Z` and :math:`U^\top Z`, each reading
     the triangle once, the strict lower part never) and the diagonal's correction. On
-    OpenBLAS with 10 columns this is 1.3 to 2 times faster than ``dsymm`` on the same
-    triangle (n = 5000 and 10000, one and two threads; ``dsymm`` with one triangle costs
-    7 to 9 ``dsymv``).
+    OpenBLAS it is 1.3 to 1.9 times faster than ``dsymm`` on the same triangle for 8 to 32
+    columns (n = 5000 and 10000, one and two threads; ``benchmarks/bench_kpca.py
+    --block-products``).
     """
     if Z.shape[1] == 0:
         return np.zeros(Z.shape)
@@ -107,12 +107,19 @@ class GramTriangle:
         return t - self.n * self.grand_mean if self.center else t
 
     def matmat(self, Z: Array) -> Array:
-        """:math:`K_c Z` (or :math:`K Z`) for ``Z`` of shape (n,) or (n, k): one ``dsymv``, or
-        two ``dtrmm`` (:func:`_triangle_matmat`)."""
+        """:math:`K_c Z` (or :math:`K Z`) for ``Z`` of shape (n,) or (n, k): one ``dsymv`` per
+        column for ``k < 4``, else two ``dtrmm`` (:func:`_triangle_matmat`)."""
         Z = np.asarray(Z, dtype=np.float64)
         if Z.ndim == 1:
             A, lower = _symv_operand(self.K, upper=True)
             out = _blas.dsymv(1.0, A, Z, lower=lower)
+        elif Z.shape[1] < 4:
+            # a few columns: one memory-bound dsymv each is cheaper than a BLAS-3 pass
+            # (benchmarks/bench_kpca.py --block-products: equal at 4 columns)
+            A, lower = _symv_operand(self.K, upper=True)
+            out = np.empty(Z.shape)
+            for j in range(Z.shape[1]):
+                out[:, j] = _blas.dsymv(1.0, A, Z[:, j], lower=lower)
         else:
             out = _triangle_matmat(self.K, Z)
         if self.center:

@@ -40,6 +40,8 @@ def test_triangle_products_trace_and_dense_form():
     assert np.allclose(T.matmat(B), Kc @ B, rtol=0, atol=1e-12 * np.abs(Kc).max() * 700)
     assert np.allclose(T @ B[:, 0], Kc @ B[:, 0], rtol=0, atol=1e-12 * np.abs(Kc).max() * 700)
     assert np.allclose(T @ B[:, :1], Kc @ B[:, :1], rtol=0, atol=1e-12 * np.abs(Kc).max() * 700)
+    B5 = np.random.default_rng(2).normal(size=(700, 5))          # the dtrmm route (4 columns or more)
+    assert np.allclose(T @ B5, Kc @ B5, rtol=0, atol=1e-12 * np.abs(Kc).max() * 700)
     assert (T @ B[:, :0]).shape == (700, 0)
     assert np.allclose(T.dense(), Kc, rtol=0, atol=1e-14)
     assert np.isclose(T.trace(), np.trace(Kc), rtol=1e-13)
