@@ -679,7 +679,10 @@ class MultiViewRKM(BaseEstimator):
         centred implicitly; the explicit views add Phi_c Phi_c^T by ``dsyrk``;
         the solver reads the triangle of the sum (one ``dsymv`` per Lanczos
         product), as :func:`mvkm.linalg.kernel_top_eigh` does. One triangle per
-        kernel view, plus one for the sum when there is more than one term.
+        kernel view: with the eigen-solver the sum is built in the last kernel
+        view's triangle, whose :math:`K_v H` then comes from the eigen-equation;
+        the Stiefel solver, which needs every :math:`K_v H` from its product,
+        sums into one more.
         """
         if self._matrix_free(n, s):
             return self._fit_dual_matrix_free(s, n)
