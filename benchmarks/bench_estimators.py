@@ -20,9 +20,9 @@ same data, the same RBF kernel (sigma from the median heuristic, as in
   is ``kte`` plus a second triangle (``upper_gram``) and the pass that sums
   them, so it is reported against ``kte + gram2``, and against ``sum2``;
 * ``sum2``: the same two-view eigenproblem on the primitive path: both triangles
-  (``upper_gram``), the first added into the second block row by block row, and
-  Lanczos on the centred sum (``GramTriangle.top_eigh``, the solver of
-  ``kernel_top_eigh``); ``rkm2`` does this plus one product ``K_1 H``, and its
+  (``kernel_triangle``), the first added into the second (``upper_sum``'s ``into``),
+  and Lanczos on the centred sum (``GramTriangle.top_eigh``, the solver of
+  ``kernel_top_eigh``); ``rkm2`` does this plus one product ``K_v H``, and its
   eigenvalues must agree;
 * ``kpls``: ``MultiViewKPLS(10, kernels=[RBF(sigma), RBF(sigma2)])`` on the two views:
   a different eigenproblem (Omega = E D), reported for its kernel products only;
@@ -53,7 +53,7 @@ sys.path.insert(0, str(HERE))
 from bench_kpca import DATASETS, median_sigma  # noqa: E402
 
 from mvkm import KernelPPCA, MultiViewKPLS, MultiViewRKM  # noqa: E402
-from mvkm._gram import GramTriangle  # noqa: E402
+from mvkm._gram import kernel_triangle, upper_sum  # noqa: E402
 from mvkm.kernels import RBF, upper_gram  # noqa: E402
 from mvkm.linalg import kernel_top_eigh  # noqa: E402
 
@@ -80,11 +80,8 @@ def cases(X: np.ndarray, X2: np.ndarray, sigma: float, sigma2: float):
 
 def sum_of_two(X: np.ndarray, X2: np.ndarray, sigma: float, sigma2: float) -> np.ndarray:
     """The top eigenvalues of K_1,c + K_2,c on the primitive path (see ``sum2`` above)."""
-    K1, K2 = upper_gram(RBF(sigma), X), upper_gram(RBF(sigma2), X2)
-    for i0 in range(0, len(X), 256):
-        K2[i0:i0 + 256, i0:] += K1[i0:i0 + 256, i0:]
-    del K1
-    return GramTriangle(K2).top_eigh(S)[0]
+    T1, T2 = kernel_triangle(RBF(sigma), X), kernel_triangle(RBF(sigma2), X2)
+    return upper_sum([T1, T2], n=len(X), into=T2).top_eigh(S)[0]
 
 
 def run(name: str, n: int, threads: int, repeats: int, skip: set[str],

@@ -44,7 +44,8 @@ _ROWS = 256
 
 
 def _triangle_matmat(K: Array, Z: Array) -> Array:
-    r""":math:`K Z` for the symmetric :math:`K` held in the upper triangle of the C-ordered ``K``.
+    r""":math:`K Z` for the symmetric :math:`K` held in the upper triangle of the C-ordered ``K``
+    (``Z`` of shape (n, k), k >= 1; :class:`GramTriangle` holds C-ordered arrays only).
 
     :math:`K = U + U^\top - \operatorname{diag}(K)` with :math:`U` the upper triangle
     (diagonal included): two BLAS ``dtrmm`` (:math:`U Z` and :math:`U^\top Z`, each reading
@@ -53,8 +54,6 @@ def _triangle_matmat(K: Array, Z: Array) -> Array:
     columns (n = 5000 and 10000, one and two threads; ``benchmarks/bench_kpca.py
     --block-products``).
     """
-    if Z.shape[1] == 0:
-        return np.zeros(Z.shape)
     A = K.T                                   # Fortran-ordered; its lower triangle is K's upper
     Zf = np.asfortranarray(Z)
     out = _blas.dtrmm(1.0, A, Zf, lower=1, trans_a=1)           # U Z
@@ -110,18 +109,17 @@ class GramTriangle:
         """:math:`K_c Z` (or :math:`K Z`) for ``Z`` of shape (n,) or (n, k): one ``dsymv`` per
         column for ``k < 4``, else two ``dtrmm`` (:func:`_triangle_matmat`)."""
         Z = np.asarray(Z, dtype=np.float64)
-        if Z.ndim == 1:
-            A, lower = _symv_operand(self.K, upper=True)
-            out = _blas.dsymv(1.0, A, Z, lower=lower)
-        elif Z.shape[1] < 4:
-            # a few columns: one memory-bound dsymv each is cheaper than a BLAS-3 pass
-            # (benchmarks/bench_kpca.py --block-products: equal at 4 columns)
-            A, lower = _symv_operand(self.K, upper=True)
-            out = np.empty(Z.shape)
-            for j in range(Z.shape[1]):
-                out[:, j] = _blas.dsymv(1.0, A, Z[:, j], lower=lower)
-        else:
+        if Z.ndim == 2 and Z.shape[1] >= 4:
             out = _triangle_matmat(self.K, Z)
+        else:
+            # a vector, or a few columns: one memory-bound dsymv each is cheaper than a BLAS-3
+            # pass (benchmarks/bench_kpca.py --block-products: equal at 4 columns)
+            A, lower = _symv_operand(self.K, upper=True)
+            cols = Z.reshape(self.n, -1)
+            out = np.empty(cols.shape)
+            for j in range(cols.shape[1]):
+                out[:, j] = _blas.dsymv(1.0, A, cols[:, j], lower=lower)
+            out = out.reshape(Z.shape)
         if self.center:
             _subtract_centering(out, Z, self._means, 1.0)
         return out
@@ -204,7 +202,7 @@ def kernel_triangle(kernel: Any, X: Array, *, center: bool = True,
 
 def upper_sum(triangles: Sequence[GramTriangle], features: Sequence[Array] = (), *,
               n: int, center: bool = True, into: GramTriangle | None = None) -> GramTriangle:
-    r"""The triangle of :math:`\sum_v K_v + \sum_w \Phi_w \Phi_w^\top`, in a new array.
+    r"""The triangle of :math:`\sum_v K_v + \sum_w \Phi_w \Phi_w^\top`.
 
     The kernels' triangles are added block row by block row (the strict lower
     part is never touched, so its memory is never committed); each feature
@@ -212,34 +210,38 @@ def upper_sum(triangles: Sequence[GramTriangle], features: Sequence[Array] = (),
     linear, so :math:`M_c (\sum_v K_v) M_c = \sum_v M_c K_v M_c`: the sum of the
     centred kernels is the centred sum.
 
-    ``into``: one of ``triangles``, whose array receives the sum in place (no new
-    ``n x n`` array, one pass fewer). Its matrix is then the sum: the caller must
-    not use ``into`` afterwards.
+    The sum goes into a new array, or, with ``into`` (one of ``triangles``), into
+    that triangle's own array: no new ``n x n`` array, and its means are those of
+    the parts added up, not recomputed. ``into`` is returned, holding the sum.
     """
     if into is not None and not any(T is into for T in triangles):
         raise ValueError("into must be one of the triangles")
-    first = not triangles
     if into is not None:
-        S = into.K
+        S, first, rest = into.K, None, [T for T in triangles if T is not into]
+    elif triangles:
+        S, first, rest = np.empty((n, n)), triangles[0], list(triangles[1:])
     else:
-        S = np.zeros((n, n)) if first else np.empty((n, n))
+        S, first, rest = np.zeros((n, n)), None, []
     for i0 in range(0, n, _ROWS):
         i1 = min(n, i0 + _ROWS)
-        if into is not None:
-            for T in triangles:
-                if T is not into:
-                    S[i0:i1, i0:] += T.K[i0:i1, i0:]
-        elif triangles:
-            np.copyto(S[i0:i1, i0:], triangles[0].K[i0:i1, i0:])
-            for T in triangles[1:]:
-                S[i0:i1, i0:] += T.K[i0:i1, i0:]
+        if first is not None:
+            np.copyto(S[i0:i1, i0:], first.K[i0:i1, i0:])
+        for T in rest:
+            S[i0:i1, i0:] += T.K[i0:i1, i0:]
     for P in features:
         # S's upper triangle is the lower triangle of the Fortran-ordered S.T
         out = _blas.dsyrk(1.0, np.asfortranarray(P), beta=1.0, c=S.T, trans=0, lower=1,
                           overwrite_c=1)
         if not np.shares_memory(out, S):                 # pragma: no cover - f2py copied
             S = np.ascontiguousarray(out.T)
-    T = GramTriangle(S, center=center)
+    if into is not None and S is into.K:
+        # the row means of a sum are the sums of the row means (Phi Phi^T 1 / n for a feature block)
+        row = sum(T.row_means for T in triangles) + sum(P @ (P.sum(axis=0) / n) for P in features)
+        into.center, into.row_means, into.grand_mean = bool(center), row, float(row.mean())
+        into._means = (row, row, into.grand_mean)
+        T = into
+    else:
+        T = GramTriangle(S, center=center)
     if features:   # Phi Phi^T of finite features can overflow: its row sums show it, for free
         check_finite_result(T.row_means, "the kernel matrix of the explicit features", "views")
     return T
@@ -276,20 +278,21 @@ def triangle_bytes(n: int) -> float:
 
 
 def dense_dual_bytes(n: int, kernels: Sequence[Any], *, n_feature_views: int = 0,
-                     dense_copy: bool = False) -> float:
+                     dense_copy: bool = False, sum_in_place: bool = False) -> float:
     r"""Estimated peak memory (bytes) of a dense dual fit on ``n`` points.
 
     One triangle per kernel (the whole ``8 n^2`` for kernels that are not
     :class:`mvkm.kernels.Kernel` tiles: they return their full matrix), the
-    triangle of their sum when there is more than one term, and a full
-    ``8 n^2`` copy when the route needs the centred matrix whole
-    (``dense_copy``: LAPACK for small ``n``, the Stiefel solver).
+    triangle of their sum when there is more than one term (unless
+    ``sum_in_place``: the sum goes into one kernel's triangle, :func:`upper_sum`'s
+    ``into``), and a full ``8 n^2`` copy when the route needs the centred matrix
+    whole (``dense_copy``: LAPACK for small ``n``, the Stiefel solver).
     """
     from .kernels import Laplacian, RBF
 
     per = [triangle_bytes(n) if isinstance(k, (RBF, Laplacian)) else 8.0 * n * n for k in kernels]
     total = sum(per)
-    if len(kernels) + n_feature_views > 1 or not kernels:
+    if not kernels or (len(kernels) + n_feature_views > 1 and not sum_in_place):
         total += triangle_bytes(n)
     if dense_copy:
         total += 8.0 * n * n

@@ -461,7 +461,8 @@ class MultiViewRKM(BaseEstimator):
 
         Before anything n x n is allocated, the dense route's peak memory is
         estimated (:func:`mvkm._gram.dense_dual_bytes`: one triangle per kernel
-        view, one for the sum, a full copy for LAPACK or the Stiefel solver) and
+        view, one for the sum with the Stiefel solver (the eigen-solver sums into a
+        view's own), a full copy for LAPACK or the Stiefel solver) and
         compared with the available memory: ``"auto"`` then takes the
         matrix-free route, ``"dense"`` (or a Stiefel solver) stops with a
         ``MemoryError`` that gives the estimate and the ways out.
@@ -476,7 +477,7 @@ class MultiViewRKM(BaseEstimator):
         dense_copy = (self.solver != "eig" or n <= _AUTO_DENSE_MAX_N
                       or s > _AUTO_DENSE_FRACTION * n)
         need = dense_dual_bytes(n, kernels, n_feature_views=self.n_views_ - len(kernels),
-                                dense_copy=dense_copy)
+                                dense_copy=dense_copy, sum_in_place=self.solver == "eig")
         fits, avail = memory_verdict(need)
         if fits:
             return False
@@ -679,8 +680,9 @@ class MultiViewRKM(BaseEstimator):
         centred implicitly; the explicit views add Phi_c Phi_c^T by ``dsyrk``;
         the solver reads the triangle of the sum (one ``dsymv`` per Lanczos
         product), as :func:`mvkm.linalg.kernel_top_eigh` does. One triangle per
-        kernel view: with the eigen-solver the sum is built in the last kernel
-        view's triangle, whose :math:`K_v H` then comes from the eigen-equation;
+        kernel view: with the eigen-solver the sum is built in the triangle of the
+        view with the largest centred trace, whose :math:`K_v H` then comes from the
+        eigen-equation;
         the Stiefel solver, which needs every :math:`K_v H` from its product,
         sums into one more.
         """
@@ -695,16 +697,18 @@ class MultiViewRKM(BaseEstimator):
                 self._kernel_means[v] = tris[v].row_means
         kernel_tris = [T for T in tris if T is not None]
         features = [P for P in self._Phi_c if P is not None]
-        # With the eigen-solver, the last kernel view's product K_v H is not needed (below),
-        # so its triangle receives the sum in place: no new n x n array, one pass fewer.
-        from_equation = (self.solver == "eig" and len(kernel_tris) + len(features) > 1
-                         and bool(kernel_tris))
-        last = max((v for v in range(V) if tris[v] is not None), default=-1)
-        if len(kernel_tris) == 1 and not features:
+        # With the eigen-solver, one kernel view's product K_v H comes from the eigen-equation
+        # (below), so that view's triangle receives the sum in place: no new n x n array. It is
+        # the view with the largest centred trace, whose K_v H the equation's error (the Lanczos
+        # residual, relative to lambda_1) disturbs least.
+        from_equation = self.solver == "eig" and bool(kernel_tris)
+        if from_equation:
+            big = max((v for v in range(V) if tris[v] is not None), key=lambda v: tris[v].trace())
+            total = (upper_sum(kernel_tris, features, n=n, into=tris[big])
+                     if len(kernel_tris) + len(features) > 1 else tris[big])
+            tris[big] = None                                   # its array now holds the sum
+        elif len(kernel_tris) == 1 and not features:
             total = kernel_tris[0]
-        elif from_equation:
-            total = upper_sum(kernel_tris, features, n=n, into=tris[last])
-            tris[last] = None                                  # its array now holds the sum
         else:
             total = upper_sum(kernel_tris, features, n=n)
         if self.solver == "eig":
@@ -716,23 +720,18 @@ class MultiViewRKM(BaseEstimator):
         del total
         self.H_ = H
         self.Gamma_ = Gamma
-        if V == 1 and self.solver == "eig":
-            # one view: K_c H = H Gamma is the eigen-equation itself (to the solver's
-            # tolerance), and no view can be missing, so the product is not formed
-            KH = [H * lam]
-        else:
-            KH = [tris[v].matmat(H) if tris[v] is not None
-                  else (P @ (P.T @ H) if P is not None else None)
-                  for v, P in enumerate(self._Phi_c)]
-            if from_equation:
-                # the last kernel view from the eigen-equation sum_v K_v,c H = H Gamma (to the
-                # solver's tolerance): one n^2 s product fewer
-                KH[last] = H * lam - sum(KvH for v, KvH in enumerate(KH) if v != last)
-        self._UtU = [H.T @ KvH for KvH in KH]                  # U_v^T U_v = H^T K_v H
-        # K_v H for the kernel views (eq. (16)) and Phi_v^T H (= U_v by eq. (5)) for the
-        # explicit ones: every prediction needs them
-        self._KH = [KvH if self._kinds[v] == "kernel" else None for v, KvH in enumerate(KH)]
+        # Phi_v^T H (= U_v by eq. (5)) for the explicit views, K_v H for the kernel views
+        # (eq. (16)): every prediction needs them
         self._PhiT_H: list[Any] = [P.T @ H if P is not None else None for P in self._Phi_c]
+        KH = [tris[v].matmat(H) if tris[v] is not None
+              else (P @ PtH if P is not None else None)
+              for v, (P, PtH) in enumerate(zip(self._Phi_c, self._PhiT_H))]
+        if from_equation:
+            # sum_v K_v,c H = H Gamma (to the solver's tolerance): one n^2 s product fewer (with
+            # one view, no product at all)
+            KH[big] = H * lam - sum(KvH for v, KvH in enumerate(KH) if v != big and KvH is not None)
+        self._UtU = [H.T @ KvH for KvH in KH]                  # U_v^T U_v = H^T K_v H
+        self._KH = [KvH if self._kinds[v] == "kernel" else None for v, KvH in enumerate(KH)]
 
     def _fit_dual_matrix_free(self, s: int, n: int) -> None:
         """Algorithm 2 with K = sum_v K_v,c applied tile by tile, never stored."""

@@ -176,9 +176,9 @@ MUTANTS: list[Mutant] = [
         "rkm_dual_uncentred",
         "dual: the kernel views' Gram matrices are summed without centring",
         "rkm.py",
-        "            total = upper_sum(kernel_tris, features, n=n, into=tris[last])\n",
-        "            total = upper_sum(kernel_tris, features, n=n, into=tris[last])\n"
-        "            total.center = False\n",
+        "            tris[big] = None                                   # its array now holds the sum\n",
+        "            total.center = False\n"
+        "            tris[big] = None                                   # its array now holds the sum\n",
         "MultiViewRKM dual",
     ),
     Mutant(
@@ -491,15 +491,13 @@ _IMPORT_MVKM = re.compile(r"^\s*(from|import)\s+mvkm\b", re.M)
 def _imports_mvkm(path: Path) -> bool:
     """Whether the notebook imports mvkm, itself or through a module beside it
     (Part IV's experiment chapters import ``smm_common.py``, which imports mvkm)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from assignments import local_modules   # the modules a chapter's assignment ships
+
     nb = json.loads(path.read_text())
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-    if _IMPORT_MVKM.search(code):
-        return True
-    for name in re.findall(r"^\s*(?:from|import)\s+(\w+)", code, re.M):
-        module = path.parent / f"{name}.py"
-        if module.is_file() and _IMPORT_MVKM.search(module.read_text()):
-            return True
-    return False
+    return any(_IMPORT_MVKM.search(text) for text in
+               [code] + [module.read_text() for module in local_modules(path)])
 
 
 # ---------------------------------------------------------------------------

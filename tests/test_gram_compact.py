@@ -87,10 +87,11 @@ def test_rkm_dual_equals_the_full_centred_sum(n):
     assert big == []
 
 
-def test_rkm_two_views_hold_two_triangles_and_the_last_product_comes_from_the_eigen_equation():
-    """Two kernel views: the sum goes into the second view's triangle, so the fit holds two
-    n x n arrays at its peak, not three; that view's K_v H is H Gamma - K_1 H (the
-    eigen-equation of the sum), equal to the product to the Lanczos tolerance."""
+def test_rkm_two_views_hold_two_triangles_and_one_product_comes_from_the_eigen_equation():
+    """Two kernel views: the sum goes into the triangle of the view with the larger centred
+    trace, so the fit holds two n x n arrays at its peak, not three; that view's K_v H is
+    H Gamma - K_u H (the eigen-equation of the sum), equal to the product to the Lanczos
+    tolerance, and the other view's is a product, equal to round-off."""
     import tracemalloc
 
     n = 1200                                          # above 1000: Lanczos on the triangle
@@ -105,15 +106,32 @@ def test_rkm_two_views_hold_two_triangles_and_the_last_product_comes_from_the_ei
     grams = [center_gram(RBF(1.5)(X)), center_gram(RBF(1.0)(Y))]
     lam, H = top_eigh(grams[0] + grams[1], 4, "dense")
     assert np.allclose(model.eigenvalues_, lam, rtol=1e-12)
-    # view 1 by a product (round-off); view 2 from the eigen-equation, whose error is the
-    # Lanczos residual: each column's 2-norm at most tol theta_i <= 1e-10 lambda_1
-    assert np.allclose(model._KH[0], grams[0] @ model.H_, rtol=0, atol=1e-12 * np.abs(grams[0]).max() * n)
-    assert np.allclose(model._KH[1], grams[1] @ model.H_, rtol=0, atol=1e-10 * lam[0])
+    big = int(np.argmax([np.trace(G) for G in grams]))
+    # the product: round-off; the equation: the Lanczos residual, each column's 2-norm at most
+    # tol theta_i <= 1e-10 lambda_1
+    other = 1 - big
+    assert np.allclose(model._KH[other], grams[other] @ model.H_, rtol=0,
+                       atol=1e-12 * np.abs(grams[other]).max() * n)
+    assert np.allclose(model._KH[big], grams[big] @ model.H_, rtol=0, atol=1e-10 * lam[0])
     # the missing-view prediction that uses it: the same as from the explicit product
-    Z = model.predict([X[:50], None], target=1)
-    KH1, model._KH[1] = model._KH[1], grams[1] @ model.H_
-    assert np.allclose(Z, model.predict([X[:50], None], target=1), rtol=0, atol=1e-9 * np.abs(Z).max())
-    model._KH[1] = KH1
+    views = [X[:50], Y[:50]]
+    views[big] = None
+    Z = model.predict(views, target=big)
+    model._KH[big] = grams[big] @ model.H_
+    assert np.allclose(Z, model.predict(views, target=big), rtol=0, atol=1e-9 * np.abs(Z).max())
+
+
+def test_rkm_the_view_from_the_eigen_equation_is_the_largest():
+    """A view a thousand times smaller than the other keeps its K_v H to round-off: the
+    eigen-equation, whose error is relative to lambda_1, gives the large view's."""
+    X, Y, _ = _data(1200)
+    for kernels in ([RBF(1.0), RBF(300.0)], [RBF(300.0), RBF(1.0)]):
+        model = MultiViewRKM(3, kernels=kernels).fit([X, Y])
+        grams = [center_gram(k(A)) for k, A in zip(kernels, (X, Y))]
+        small = int(np.argmin([np.trace(G) for G in grams]))
+        ref = grams[small] @ model.H_
+        assert np.abs(ref).max() < 1e-3 * np.abs(grams[1 - small] @ model.H_).max()
+        assert np.allclose(model._KH[small], ref, rtol=0, atol=1e-10 * np.abs(ref).max())
 
 
 def test_rkm_stiefel_dual_on_the_compact_sum():
@@ -207,3 +225,6 @@ def test_dense_dual_estimate():
     two = dense_dual_bytes(n, [RBF(1.0), Polynomial(2)])          # + a full matrix + the sum
     assert two == triangle_bytes(n) + 8.0 * n * n + triangle_bytes(n)
     assert dense_dual_bytes(n, [RBF(1.0)], dense_copy=True) == one + 8.0 * n * n
+    # the eigen-solver sums into a view's own triangle: no triangle for the sum
+    assert dense_dual_bytes(n, [RBF(1.0), Polynomial(2)], sum_in_place=True) == two - triangle_bytes(n)
+    assert dense_dual_bytes(n, [], n_feature_views=2, sum_in_place=True) == triangle_bytes(n)

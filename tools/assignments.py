@@ -29,6 +29,7 @@ format (``# BEGIN QUESTION`` ... raw cells) and runs ``otter assign``.
 from __future__ import annotations
 
 import copy
+import json
 import re
 import shutil
 import subprocess
@@ -53,6 +54,7 @@ poll_in_slices()
 ROLES = ("solution", "tests", "hidden-tests")
 _WIDGET = re.compile(r"\bwidgets\.Output\(")
 _SOLUTION_FENCE = re.compile(r"^(`{3,}|:{3,})\{solution\}.*?^\1[ \t]*$\n?", re.M | re.S)
+_IMPORTED = re.compile(r"^\s*(?:from|import)\s+(\w+)", re.M)
 _EXERCISE_LABEL = re.compile(r"\{exercise\}[^\n]*\n(?:[ \t]*:[^\n]*\n)*?[ \t]*:label:[ \t]*(\S+)")
 
 
@@ -143,8 +145,8 @@ def stub(ex: Exercise, source: str) -> str:
 def master(nb: nbformat.NotebookNode, name: str, files: Sequence[str] = ()) -> nbformat.NotebookNode:
     """The otter-assign master notebook of a book chapter.
 
-    ``files``: support files beside the chapter (the Python modules of its folder,
-    which its cells import), shipped with the student notebook and the autograder.
+    ``files``: support files beside the chapter (:func:`local_modules`), shipped with
+    the student notebook and the autograder.
     """
     exs = exercises(nb)
     by_statement = {ex.statement: ex for ex in exs}
@@ -203,6 +205,15 @@ def master(nb: nbformat.NotebookNode, name: str, files: Sequence[str] = ()) -> n
     return out
 
 
+def local_modules(notebook: Path) -> list[Path]:
+    """The Python modules beside a chapter that its code cells import (Part IV's experiment
+    chapters import ``book/smm/smm_common.py``): what its assignment ships with it."""
+    cells = json.loads(notebook.read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    names = dict.fromkeys(_IMPORTED.findall(code))
+    return [notebook.parent / f"{name}.py" for name in names if (notebook.parent / f"{name}.py").is_file()]
+
+
 def assign(notebook: Path, out_dir: Path) -> dict:
     """Run ``otter assign`` on one chapter; return its summary row."""
     nb = nbformat.read(notebook, as_version=4)
@@ -210,7 +221,7 @@ def assign(notebook: Path, out_dir: Path) -> dict:
     name = notebook.stem
     out_dir = out_dir.resolve()                # otter runs in a temporary folder
     out_dir.mkdir(parents=True, exist_ok=True)
-    support = sorted(p.name for p in notebook.parent.glob("*.py"))
+    support = [p.name for p in local_modules(notebook)]
     with tempfile.TemporaryDirectory() as tmp:
         for f in support:
             shutil.copy(notebook.parent / f, tmp)
