@@ -33,6 +33,9 @@ from scipy.linalg import blas
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_scale import BATCH, D_RFF, SIGMA, make_views  # noqa: E402  (the same data)
 
 from mvkm import Identity, RandomFourierFeatures  # noqa: E402
 from mvkm.covariance import chunk_features, feature_moments  # noqa: E402
@@ -41,19 +44,17 @@ from mvkm.covariance import chunk_features, feature_moments  # noqa: E402
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=49152)
-    p.add_argument("--batch", type=int, default=8192)
+    p.add_argument("--batch", type=int, default=BATCH)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=5)
     a = p.parse_args()
     print("command:", " ".join(shlex.quote(x) for x in [sys.executable] + sys.argv))
     print(f"load average at start: {os.getloadavg()[0]:.1f}; threads {a.threads}")
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((a.n, 10))
-    Y = (np.sin(X[:, 0]) + 0.1 * rng.standard_normal(a.n))[:, None]
-    maps = [RandomFourierFeatures(3.0, 2000, random_state=0).fit(X), Identity().fit(Y)]
+    X, Y = make_views(a.n)
+    maps = [RandomFourierFeatures(SIGMA, D_RFF, random_state=0).fit(X), Identity().fit(Y)]
     starts = range(0, a.n, a.batch)
     with threadpool_limits(a.threads):
-        feats = {dt: [np.asfortranarray(chunk_features(maps, [X[i:i + a.batch], Y[i:i + a.batch]], dtype=dt))
+        feats = {dt: [chunk_features(maps, [X[i:i + a.batch], Y[i:i + a.batch]], dtype=dt)
                       for i in starts] for dt in ("float32", "float64")}
 
         def syrk(dt):
