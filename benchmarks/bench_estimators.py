@@ -32,6 +32,16 @@ same data, the same RBF kernel (sigma from the median heuristic, as in
 Each repeat runs them all in one process, the order rotated from repeat to
 repeat; the table gives the medians and the ratios. The data sets are those
 of ``bench_kpca.py`` (nothing here is tuned on them).
+
+``--floor`` answers a different question: how fast can any estimator on this
+path be, on this machine? It times ``kernel_top_eigh`` with a clock around each
+of its ``dsymv`` products (the Lanczos products and the centring means, which
+read the triangle at the memory's bandwidth), a separate ``upper_gram`` (the
+triangle every estimator builds) and ``KernelPCA``, interleaved, and prints the
+floor ``build + products`` and the largest speed-up over ``KernelPCA`` that a
+solver with no other work could reach, ``KernelPCA / floor``::
+
+    OMP_NUM_THREADS=2 python benchmarks/bench_estimators.py --floor --threads 1 2 --repeats 5
 """
 
 from __future__ import annotations
@@ -112,6 +122,73 @@ def run(name: str, n: int, threads: int, repeats: int, skip: set[str],
     return med
 
 
+class _TimedBLAS:
+    """scipy's BLAS module with a counter and a clock on ``dsymv``."""
+
+    def __init__(self, blas, tally: dict[str, float]):
+        self._blas, self._tally = blas, tally
+
+    def __getattr__(self, name):
+        return getattr(self._blas, name)
+
+    def dsymv(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        y = self._blas.dsymv(*args, **kwargs)
+        self._tally["t"] += time.perf_counter() - t0
+        self._tally["n"] += 1
+        return y
+
+
+def floor(name: str, n: int, threads: int, repeats: int) -> dict[str, float]:
+    """Medians of KernelPCA, kernel_top_eigh, its dsymv products (count and time) and a
+    separate upper_gram, interleaved (see ``--floor`` in the module's docstring)."""
+    import mvkm.linalg
+
+    X = np.ascontiguousarray(DATASETS[name][1](n))
+    sigma = median_sigma(X)
+    gamma = 1.0 / (2.0 * sigma**2)
+    rec: dict[str, list[float]] = {k: [] for k in ("sk", "kte", "build", "prod", "count")}
+    real = mvkm.linalg._blas
+    with threadpool_limits(threads):
+        for r in range(repeats):
+            for k in (["sk", "kte", "build"] if r % 2 == 0 else ["build", "kte", "sk"]):
+                t0 = time.perf_counter()
+                if k == "sk":
+                    KernelPCA(S, kernel="rbf", gamma=gamma, eigen_solver="arpack",
+                              random_state=0).fit(X)
+                elif k == "build":
+                    upper_gram(RBF(sigma), X)
+                else:
+                    tally = {"t": 0.0, "n": 0}
+                    mvkm.linalg._blas = _TimedBLAS(real, tally)
+                    try:
+                        kernel_top_eigh(RBF(sigma), X, S)
+                    finally:
+                        mvkm.linalg._blas = real
+                    rec["prod"].append(tally["t"])
+                    rec["count"].append(tally["n"])
+                rec[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in rec.items()}
+
+
+def main_floor(a: argparse.Namespace) -> None:
+    print(f"load average at start: {os.getloadavg()}")
+    floor("gauss10", 2100, max(a.threads), 1)     # warm-up: imports, thread pools
+    print("wall seconds, medians; floor = build + products; bound = KernelPCA / floor, the "
+          "largest speed-up a solver on this path with no other work could have")
+    print(f"{'data':10s} {'n':>6s} {'thr':>3s} | {'sk':>6s} {'kte':>6s} {'build':>6s} "
+          f"{'#prod':>5s} {'prod':>6s} {'floor':>6s} | {'kte x sk':>8s} {'bound x sk':>10s}")
+    for name in a.datasets:
+        for n in a.sizes:
+            for t in a.threads:
+                m = floor(name, n, t, a.repeats)
+                fl = m["build"] + m["prod"]
+                print(f"{name:10s} {n:6d} {t:3d} | {m['sk']:6.2f} {m['kte']:6.2f} "
+                      f"{m['build']:6.2f} {m['count']:5.0f} {m['prod']:6.2f} {fl:6.2f} | "
+                      f"{m['sk'] / m['kte']:8.2f} {m['sk'] / fl:10.2f}", flush=True)
+    print(f"load average at end: {os.getloadavg()}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", nargs="+", default=["santafe70", "sines70", "gauss10"])
@@ -122,7 +199,13 @@ def main() -> None:
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="wall-clock time, or the process's CPU time (all threads; less "
                         "sensitive to other processes on a loaded machine)")
+    p.add_argument("--floor", action="store_true",
+                   help="time kernel_top_eigh's parts (build, dsymv products) and print the "
+                        "largest speed-up over KernelPCA any solver on this path could reach")
     a = p.parse_args()
+    if a.floor:
+        main_floor(a)
+        return
     clock = time.perf_counter if a.clock == "wall" else time.process_time
     print(f"load average at start: {os.getloadavg()}")
     Xw = DATASETS["gauss10"][1](2101)            # warm-up: imports (torch), thread pools
