@@ -25,6 +25,15 @@ same kernel ``RBF(sigma)`` (median heuristic), 10 components:
   then ``PCA(10, svd_solver="covariance_eigh").fit``.
 
 The eigenvalues of the two mvkm pass-1 scatters are compared (top 10, relative).
+
+``--floor`` adds, timed in the same run, the parts that any fit streaming the raw
+rows must do: the ``Nystrom`` map's fit (landmarks, :math:`K_{mm}` and its
+eigendecomposition for :math:`N`), the kernel rows :math:`K(X, L)` of both passes,
+the ``syrk`` of the raw rows (chunks of ``BATCH`` rows, as the fit) and
+:math:`N^\top C N`; their sum is the floor, and ``sklearn / floor`` the largest
+speed-up such a fit could have::
+
+    OMP_NUM_THREADS=2 python benchmarks/bench_nystrom.py --floor --datasets gauss10 --repeats 2
 """
 
 from __future__ import annotations
@@ -47,11 +56,36 @@ sys.path.insert(0, str(HERE))
 from bench_kpca import DATASETS, median_sigma  # noqa: E402
 
 from mvkm import MultiViewRKM, Nystrom  # noqa: E402
-from mvkm.covariance import feature_moments  # noqa: E402
+from scipy.linalg import blas  # noqa: E402
+
+from mvkm.covariance import _raw_rows, feature_moments  # noqa: E402
 from mvkm.kernels import RBF  # noqa: E402
 
 S = 10
 BATCH = 4096
+
+
+def floor_parts(X: np.ndarray, sigma: float, m: int) -> dict[str, float]:
+    """Wall seconds of the irreducible parts of a streamed fit on the raw rows (see ``--floor``)."""
+    t: dict[str, float] = {}
+    t0 = time.perf_counter()
+    fm = Nystrom(RBF(sigma), m, random_state=0).fit(X)
+    t["map"] = time.perf_counter() - t0
+    chunks = [X[i:i + BATCH] for i in range(0, len(X), BATCH)]
+    t0 = time.perf_counter()
+    rows = [_raw_rows(fm, c) for c in chunks]
+    t["rows"] = 2.0 * (time.perf_counter() - t0)           # once per pass
+    C = np.zeros((m, m), order="F")
+    t0 = time.perf_counter()
+    for R in rows:
+        C = blas.dsyrk(1.0, R, beta=1.0, c=C, trans=1, lower=0, overwrite_c=1)
+    t["syrk"] = time.perf_counter() - t0
+    N = fm.normalization_
+    C = np.triu(C) + np.triu(C, 1).T
+    t0 = time.perf_counter()
+    N.T @ C @ N
+    t["N"] = time.perf_counter() - t0
+    return t
 
 
 def main() -> None:
@@ -61,6 +95,9 @@ def main() -> None:
     p.add_argument("--landmarks", nargs="+", type=int, default=[1500, 2000])
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--floor", action="store_true",
+                   help="also time the irreducible parts of a streamed fit and print "
+                        "sklearn / their sum, the largest speed-up such a fit could have")
     a = p.parse_args()
     print(f"load average at start: {os.getloadavg()}; threads {a.threads}")
     print(f"{'data':9s} {'n':>6s} {'m':>5s} | {'pass1 raw':>9s} {'pass1 feat':>10s} "
@@ -84,19 +121,31 @@ def main() -> None:
                             Nystroem(kernel="rbf", gamma=1.0 / (2.0 * sigma**2), n_components=m,
                                      random_state=0).fit_transform(X)).explained_variance_,
                     }
+                    if a.floor:
+                        fns["floor"] = lambda: floor_parts(X, sigma, m)
                     times: dict[str, list[float]] = {k: [] for k in fns}
+                    parts: dict[str, list[float]] = {}
                     keys = list(fns)
                     for r in range(a.repeats):
-                        for k in keys[r % 4:] + keys[:r % 4]:
+                        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
                             t0 = time.perf_counter()
                             res[k] = fns[k]()
                             times[k].append(time.perf_counter() - t0)
+                            if k == "floor":
+                                for q, v in res[k].items():
+                                    parts.setdefault(q, []).append(v)
                     t = {k: statistics.median(v) for k, v in times.items()}
                     top = [np.sort(np.linalg.eigvalsh(res[k]))[::-1][:S] for k in ("raw", "feat")]
                     err = float(np.max(np.abs(top[0] / top[1] - 1.0)))
                     print(f"{name:9s} {n:6d} {m:5d} | {t['raw']:9.2f} {t['feat']:10.2f} "
                           f"{t['mvkm']:7.2f} {t['sk']:8.2f} | {t['feat'] / t['raw']:8.2f} "
                           f"{t['sk'] / t['mvkm']:7.2f} | {err:.1e}", flush=True)
+                    if a.floor:
+                        fp = {q: statistics.median(v) for q, v in parts.items()}
+                        total = sum(fp.values())
+                        print(f"    floor {total:.2f} s (map {fp['map']:.2f}, kernel rows of both "
+                              f"passes {fp['rows']:.2f}, syrk {fp['syrk']:.2f}, N^T C N "
+                              f"{fp['N']:.2f}); sklearn / floor {t['sk'] / total:.2f}", flush=True)
     print(f"load average at end: {os.getloadavg()}")
 
 
