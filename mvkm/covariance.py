@@ -302,6 +302,18 @@ def _block_transform(Ts: Sequence[Array | None], dims: Sequence[int],
     return T
 
 
+def fold_raw(Ts: Sequence[Array | None], dims: Sequence[int], A: Array) -> Array:
+    """``_block_transform(Ts, dims, ...) @ A``, view by view: rows ``N_v A_v`` for a Nystrom
+    view, ``A_v`` otherwise (A: D x k, stacked by the views' widths ``dims``; ``Ts`` from
+    :func:`raw_transforms`). The coefficients of raw rows for :func:`features_times`."""
+    parts, c0 = [], 0
+    for Tv, d in zip(Ts, dims):
+        Av = A[c0:c0 + int(d)]
+        parts.append(Av if Tv is None else Tv @ Av)
+        c0 += int(d)
+    return np.vstack(parts)
+
+
 @dataclass
 class _Shift:
     """A float64 vector subtracted from one view before the cast to float32: from its
@@ -366,20 +378,25 @@ def column_scales(maps: Sequence[Any], dims: Sequence[int]) -> Array:
 
 
 def features_times(maps: Sequence[Any], chunks: Sequence[Any], A: Array, *,
-                   out: NDArray[Any] | None = None) -> Array:
+                   out: NDArray[Any] | None = None, folded: bool = False) -> Array:
     """``chunk_features(maps, chunks) @ A`` for one chunk of rows (b x k), in one pass.
 
     The features are computed unscaled into the workspace ``out`` (see
     :func:`chunk_features`) and the scale of random Fourier features is folded
     into the rows of ``A``; the product runs in torch, as the features do (one
     thread pool for the whole pass). Without torch, numpy's BLAS does it.
+    ``folded=True``: ``A`` already has each Nystrom view's ``N_v`` folded into its rows
+    (:func:`fold_raw`), which a pass over many chunks with the same ``A`` does once.
     """
     dims = _feature_dims(maps, chunks)
     Ts = raw_transforms(maps)
-    if any(T is not None for T in Ts):
-        # Nystrom views: K(X, L) (N A_v), the m x k matrix N A_v formed once (m r k)
-        # instead of the features K(X, L) N (b m r per chunk)
-        A = _block_transform(Ts, dims, raw_dims(maps, dims)) @ A
+    if folded:
+        dims = raw_dims(maps, dims)
+    elif any(T is not None for T in Ts):
+        # Nystrom views: K(X, L) (N A_v), the m x k matrix N A_v (m r k) instead of the
+        # features K(X, L) N (b m r per chunk); view by view, without the block-diagonal
+        # matrix of _block_transform (a D_raw x D fill and copy per chunk)
+        A = fold_raw(Ts, dims, A)
         dims = raw_dims(maps, dims)
     F = chunk_features(maps, chunks, out=out, scaled=False, raw=True)
     c = column_scales(maps, dims)

@@ -42,8 +42,10 @@ from .covariance import (
     feature_moments,
     features_times,
     fit_feature_map,
+    fold_raw,
     is_dask_array,
     map_rows,
+    raw_transforms,
 )
 from .features import Identity
 from ._gram import dense_dual_bytes, gib, kernel_triangle, memory_verdict, upper_sum
@@ -656,8 +658,10 @@ class MultiViewRKM(BaseEstimator):
         work = None if any(is_dask_array(X) for X in Xs) else np.empty(
             min(step, int(Xs[0].shape[0])) * sum(self.feature_dims_))   # reused by every chunk
 
+        Wr = fold_raw(raw_transforms(self._maps), self.feature_dims_, W)   # N_v W_v, once
+
         def latent(*chunks: Any) -> NDArray[np.float64]:
-            return features_times(self._maps, chunks, W, out=work) - offset
+            return features_times(self._maps, chunks, Wr, out=work, folded=True) - offset
 
         H = map_rows(latent, Xs, batch_size=self.batch_size, n_out=s, progress=self.progress,
                      desc="latent variables")

@@ -197,6 +197,21 @@ def test_rkm_primal_streamed_equals_in_memory(kw, rtol):
     assert not hasattr(model, "_Phi_c") or all(P is None for P in model._Phi_c)
 
 
+@pytest.mark.parametrize("nystrom_first", [True, False])
+def test_rkm_primal_streamed_with_a_nystrom_view_equals_in_memory(nystrom_first):
+    # the second pass multiplies the raw rows K(X, L) by N_v W_v formed once (fold_raw): its
+    # latent variables must equal the in-memory fit's, with the Nystrom view first or second
+    X, Y = _views()
+    fm = [Nystrom(RBF(2.0), 70, random_state=0), Identity()]
+    views = [X, Y]
+    if not nystrom_first:
+        fm, views = fm[::-1], views[::-1]
+    ref = MultiViewRKM(4, feature_maps=fm, formulation="primal").fit(views)
+    model = MultiViewRKM(4, feature_maps=fm, formulation="primal", batch_size=128).fit(views)
+    assert np.allclose(model.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    assert np.allclose(np.abs(model.H_), np.abs(ref.H_), atol=1e-9)
+
+
 def test_rkm_predict_through_a_preimage_recomputes_the_training_features():
     X, Y = _views(600)
     fm = [Identity(), RandomFourierFeatures(1.0, 60, random_state=2)]
