@@ -33,6 +33,16 @@ Each repeat runs them all in one process, the order rotated from repeat to
 repeat; the table gives the medians and the ratios. The data sets are those
 of ``bench_kpca.py`` (nothing here is tuned on them).
 
+Before every timed call, 3 n^2 doubles are touched (one write per 4 KiB page)
+and freed, untimed (``--no-warm`` turns it off). On the virtual machine these
+tables were measured on, memory left unused for a few seconds goes back to the
+host, and touching it again cost 2-4 s per GiB: a fit that needed a second
+n x n triangle right after one that needed one paid it, the next did not
+(measured: ``kernel_triangle`` at n = 10000 took 0.45 s, or 1.3-2.2 s for the
+second of two alive at once after a step that held only one). With the
+memory warmed, every method, scikit-learn's included, starts from the same
+state.
+
 ``--floor`` answers a different question: how fast can any estimator on this
 path be, on this machine? It times ``kernel_top_eigh`` with a clock around each
 of its ``dsymv`` products (the Lanczos products and the centring means, which
@@ -70,6 +80,14 @@ from mvkm.linalg import kernel_top_eigh  # noqa: E402
 S = 10
 
 
+def warm_memory(n: int, on: bool = True) -> None:
+    """Touch and free 3 n^2 doubles (one write per 4 KiB page), untimed: see the docstring."""
+    if on:
+        a = np.empty(3 * n * n)
+        a[::512] = 0.0
+        del a
+
+
 def cases(X: np.ndarray, X2: np.ndarray, sigma: float, sigma2: float):
     gamma = 1.0 / (2.0 * sigma**2)
     return {
@@ -95,7 +113,7 @@ def sum_of_two(X: np.ndarray, X2: np.ndarray, sigma: float, sigma2: float) -> np
 
 
 def run(name: str, n: int, threads: int, repeats: int, skip: set[str],
-        clock=time.perf_counter) -> dict[str, float]:
+        clock=time.perf_counter, warm: bool = True) -> dict[str, float]:
     desc, make = DATASETS[name]
     Xall = make(n + 1)
     X, X2 = np.ascontiguousarray(Xall[:n]), np.ascontiguousarray(Xall[1:n + 1])
@@ -108,6 +126,7 @@ def run(name: str, n: int, threads: int, repeats: int, skip: set[str],
         for r in range(repeats):
             order = keys[r % len(keys):] + keys[:r % len(keys)]
             for k in order:
+                warm_memory(n, warm)
                 t0 = clock()
                 out[k] = np.asarray(fns[k]())
                 times[k].append(clock() - t0)
@@ -139,7 +158,7 @@ class _TimedBLAS:
         return y
 
 
-def floor(name: str, n: int, threads: int, repeats: int) -> dict[str, float]:
+def floor(name: str, n: int, threads: int, repeats: int, warm: bool = True) -> dict[str, float]:
     """Medians of KernelPCA, kernel_top_eigh, its dsymv products (count and time) and a
     separate upper_gram, interleaved (see ``--floor`` in the module's docstring)."""
     import mvkm.linalg
@@ -152,6 +171,7 @@ def floor(name: str, n: int, threads: int, repeats: int) -> dict[str, float]:
     with threadpool_limits(threads):
         for r in range(repeats):
             for k in (["sk", "kte", "build"] if r % 2 == 0 else ["build", "kte", "sk"]):
+                warm_memory(n, warm)
                 t0 = time.perf_counter()
                 if k == "sk":
                     KernelPCA(S, kernel="rbf", gamma=gamma, eigen_solver="arpack",
@@ -181,7 +201,7 @@ def main_floor(a: argparse.Namespace) -> None:
     for name in a.datasets:
         for n in a.sizes:
             for t in a.threads:
-                m = floor(name, n, t, a.repeats)
+                m = floor(name, n, t, a.repeats, not a.no_warm)
                 fl = m["build"] + m["prod"]
                 print(f"{name:10s} {n:6d} {t:3d} | {m['sk']:6.2f} {m['kte']:6.2f} "
                       f"{m['build']:6.2f} {m['count']:5.0f} {m['prod']:6.2f} {fl:6.2f} | "
@@ -202,7 +222,10 @@ def main() -> None:
     p.add_argument("--floor", action="store_true",
                    help="time kernel_top_eigh's parts (build, dsymv products) and print the "
                         "largest speed-up over KernelPCA any solver on this path could reach")
+    p.add_argument("--no-warm", action="store_true",
+                   help="do not touch 3 n^2 doubles before each timed call (see the docstring)")
     a = p.parse_args()
+    print(f"memory warmed before each timed call: {not a.no_warm}")
     if a.floor:
         main_floor(a)
         return
@@ -220,7 +243,7 @@ def main() -> None:
     for name in a.datasets:
         for n in a.sizes:
             for t in a.threads:
-                m = run(name, n, t, a.repeats, set(a.skip), clock)
+                m = run(name, n, t, a.repeats, set(a.skip), clock, not a.no_warm)
                 kte = m["kte"]
 
                 def ratio(k: str, base: float = kte) -> str:
