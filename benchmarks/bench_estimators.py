@@ -36,7 +36,7 @@ of ``bench_kpca.py`` (nothing here is tuned on them).
 Before every timed call, 3 n^2 doubles are touched (one write per 4 KiB page)
 and freed, untimed (``--no-warm`` turns it off). On the virtual machine these
 tables were measured on, memory left unused for a few seconds goes back to the
-host, and touching it again cost 2-4 s per GiB: a fit that needed a second
+host, and touching it again cost about 2-5 s per GiB: a fit that needed a second
 n x n triangle right after one that needed one paid it, the next did not
 (measured: ``kernel_triangle`` at n = 10000 took 0.45 s, or 1.3-2.2 s for the
 second of two alive at once after a step that held only one). With the
@@ -185,6 +185,8 @@ def floor(name: str, n: int, threads: int, repeats: int, warm: bool = True) -> d
                         kernel_top_eigh(RBF(sigma), X, S)
                     finally:
                         mvkm.linalg._blas = real
+                    if tally["n"] == 0:    # the products no longer go through linalg._blas
+                        raise RuntimeError("no dsymv call of kernel_top_eigh was timed")
                     rec["prod"].append(tally["t"])
                     rec["count"].append(tally["n"])
                 rec[k].append(time.perf_counter() - t0)

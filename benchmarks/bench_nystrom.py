@@ -71,15 +71,16 @@ def floor_parts(X: np.ndarray, sigma: float, m: int) -> dict[str, float]:
     t0 = time.perf_counter()
     fm = Nystrom(RBF(sigma), m, random_state=0).fit(X)
     t["map"] = time.perf_counter() - t0
-    chunks = [X[i:i + BATCH] for i in range(0, len(X), BATCH)]
-    t0 = time.perf_counter()
-    rows = [_raw_rows(fm, c) for c in chunks]
-    t["rows"] = 2.0 * (time.perf_counter() - t0)           # once per pass
     C = np.zeros((m, m), order="F")
-    t0 = time.perf_counter()
-    for R in rows:
+    t["rows"] = t["syrk"] = 0.0
+    for i in range(0, len(X), BATCH):      # one chunk alive at a time, as in the fit
+        t0 = time.perf_counter()
+        R = _raw_rows(fm, X[i:i + BATCH])
+        t1 = time.perf_counter()
         C = blas.dsyrk(1.0, R, beta=1.0, c=C, trans=1, lower=0, overwrite_c=1)
-    t["syrk"] = time.perf_counter() - t0
+        t["rows"] += 2.0 * (t1 - t0)                          # once per pass
+        t["syrk"] += time.perf_counter() - t1
+        del R
     N = fm.normalization_
     C = np.triu(C) + np.triu(C, 1).T
     t0 = time.perf_counter()

@@ -306,6 +306,9 @@ def fold_raw(Ts: Sequence[Array | None], dims: Sequence[int], A: Array) -> Array
     """``_block_transform(Ts, dims, ...) @ A``, view by view: rows ``N_v A_v`` for a Nystrom
     view, ``A_v`` otherwise (A: D x k, stacked by the views' widths ``dims``; ``Ts`` from
     :func:`raw_transforms`). The coefficients of raw rows for :func:`features_times`."""
+    if A.shape[0] != int(sum(dims)):
+        raise ValueError(f"A must have {int(sum(dims))} rows (the views' feature widths "
+                         f"{list(map(int, dims))}), got {A.shape[0]}")
     parts, c0 = [], 0
     for Tv, d in zip(Ts, dims):
         Av = A[c0:c0 + int(d)]
@@ -392,6 +395,9 @@ def features_times(maps: Sequence[Any], chunks: Sequence[Any], A: Array, *,
     Ts = raw_transforms(maps)
     if folded:
         dims = raw_dims(maps, dims)
+        if A.shape[0] != int(sum(dims)):
+            raise ValueError(f"A (folded=True) must have {int(sum(dims))} rows (the raw widths "
+                             f"{list(map(int, dims))}, from fold_raw), got {A.shape[0]}")
     elif any(T is not None for T in Ts):
         # Nystrom views: K(X, L) (N A_v), the m x k matrix N A_v (m r k) instead of the
         # features K(X, L) N (b m r per chunk); view by view, without the block-diagonal

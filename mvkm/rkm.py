@@ -45,6 +45,7 @@ from .covariance import (
     fold_raw,
     is_dask_array,
     map_rows,
+    raw_dims,
     raw_transforms,
 )
 from .features import Identity
@@ -655,8 +656,8 @@ class MultiViewRKM(BaseEstimator):
         offset = np.concatenate(self._feature_means) @ W        # the features' mean, projected
 
         step = self.batch_size or int(Xs[0].shape[0])
-        work = None if any(is_dask_array(X) for X in Xs) else np.empty(
-            min(step, int(Xs[0].shape[0])) * sum(self.feature_dims_))   # reused by every chunk
+        work = None if any(is_dask_array(X) for X in Xs) else np.empty(   # reused by every chunk:
+            min(step, int(Xs[0].shape[0])) * sum(raw_dims(self._maps, self.feature_dims_)))  # raw widths
 
         Wr = fold_raw(raw_transforms(self._maps), self.feature_dims_, W)   # N_v W_v, once
 

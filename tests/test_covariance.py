@@ -197,19 +197,28 @@ def test_rkm_primal_streamed_equals_in_memory(kw, rtol):
     assert not hasattr(model, "_Phi_c") or all(P is None for P in model._Phi_c)
 
 
+@pytest.mark.parametrize("sigma", [2.0, 40.0])
+@pytest.mark.parametrize("other", ["identity", "rff", "nystrom"])
 @pytest.mark.parametrize("nystrom_first", [True, False])
-def test_rkm_primal_streamed_with_a_nystrom_view_equals_in_memory(nystrom_first):
+def test_rkm_primal_streamed_with_a_nystrom_view_equals_in_memory(nystrom_first, other, sigma):
     # the second pass multiplies the raw rows K(X, L) by N_v W_v formed once (fold_raw): its
-    # latent variables must equal the in-memory fit's, with the Nystrom view first or second
+    # latent variables must equal the in-memory fit's, with the Nystrom view first or second,
+    # beside an identity, random-feature or second Nystrom view (another m), and with r = m
+    # (sigma = 2) or r < m (sigma = 40: K_mm of numerical rank below m, so that the raw width
+    # m and the feature width r differ)
     X, Y = _views()
-    fm = [Nystrom(RBF(2.0), 70, random_state=0), Identity()]
-    views = [X, Y]
+    nys = Nystrom(RBF(sigma), 70, random_state=0)
+    second = {"identity": Identity(), "rff": RandomFourierFeatures(2.0, 30, random_state=1),
+              "nystrom": Nystrom(RBF(1.5), 40, random_state=2)}[other]
+    fm, views = [nys, second], [X, Y]
     if not nystrom_first:
         fm, views = fm[::-1], views[::-1]
     ref = MultiViewRKM(4, feature_maps=fm, formulation="primal").fit(views)
     model = MultiViewRKM(4, feature_maps=fm, formulation="primal", batch_size=128).fit(views)
-    assert np.allclose(model.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
-    assert np.allclose(np.abs(model.H_), np.abs(ref.H_), atol=1e-9)
+    r = model._maps[fm.index(nys)].n_features_out_
+    assert (r < 70) if sigma == 40.0 else (r == 70)
+    assert np.allclose(model.eigenvalues_, ref.eigenvalues_, rtol=1e-9)
+    assert np.allclose(np.abs(model.H_), np.abs(ref.H_), atol=1e-8)
 
 
 def test_rkm_predict_through_a_preimage_recomputes_the_training_features():
