@@ -656,8 +656,9 @@ class MultiViewRKM(BaseEstimator):
         offset = np.concatenate(self._feature_means) @ W        # the features' mean, projected
 
         step = self.batch_size or int(Xs[0].shape[0])
-        work = None if any(is_dask_array(X) for X in Xs) else np.empty(   # reused by every chunk:
-            min(step, int(Xs[0].shape[0])) * sum(raw_dims(self._maps, self.feature_dims_)))  # raw widths
+        width = sum(raw_dims(self._maps, self.feature_dims_))        # m for a Nystrom view
+        work = None if any(is_dask_array(X) for X in Xs) else np.empty(
+            min(step, int(Xs[0].shape[0])) * width)                  # reused by every chunk
 
         Wr = fold_raw(raw_transforms(self._maps), self.feature_dims_, W)   # N_v W_v, once
 
@@ -798,11 +799,14 @@ class MultiViewRKM(BaseEstimator):
         X = self._X_fit[v] if X is None else X
         n = int(X.shape[0])
         out = np.empty((A.shape[0], n))
-        step = self.batch_size or max(1, (32 << 20) // (8 * max(1, self.feature_dims_[v])))
-        work = np.empty(min(step, n) * self.feature_dims_[v])     # reused by every chunk
+        maps, dims = [self._maps[v]], [self.feature_dims_[v]]
+        width = raw_dims(maps, dims)[0]                             # m for a Nystrom map
+        Ar = fold_raw(raw_transforms(maps), dims, A.T)              # N_v A^T, once
+        step = self.batch_size or max(1, (32 << 20) // (8 * max(1, width)))
+        work = np.empty(min(step, n) * width)                      # reused by every chunk
         for i0 in range(0, n, step):
             sl = slice(i0, min(n, i0 + step))
-            out[:, sl] = features_times([self._maps[v]], [X[sl]], A.T, out=work).T
+            out[:, sl] = features_times(maps, [X[sl]], Ar, out=work, folded=True).T
         return out
 
     def _centred_kernel(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -488,16 +488,22 @@ def discover_notebooks(pattern: str | None = None) -> tuple[list[str], list[str]
 _IMPORT_MVKM = re.compile(r"^\s*(from|import)\s+mvkm\b", re.M)
 
 
+def _local_modules(path: Path) -> list[Path]:
+    """The modules a chapter's assignment ships (``tools/assignments.local_modules``)."""
+    if str(ROOT / "tools") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tools"))
+    from assignments import local_modules
+
+    return local_modules(path)
+
+
 def _imports_mvkm(path: Path) -> bool:
     """Whether the notebook imports mvkm, itself or through a module beside it
     (Part IV's experiment chapters import ``smm_common.py``, which imports mvkm)."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    from assignments import local_modules   # the modules a chapter's assignment ships
-
     nb = json.loads(path.read_text())
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     return any(_IMPORT_MVKM.search(text) for text in
-               [code] + [module.read_text() for module in local_modules(path)])
+               [code] + [module.read_text() for module in _local_modules(path)])
 
 
 # ---------------------------------------------------------------------------
