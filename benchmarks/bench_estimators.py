@@ -70,7 +70,7 @@ from threadpoolctl import threadpool_limits
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from bench_kpca import DATASETS, median_sigma  # noqa: E402
+from bench_kpca import DATASETS, _CountingBLAS, median_sigma  # noqa: E402
 
 from mvkm import KernelPPCA, MultiViewKPLS, MultiViewRKM  # noqa: E402
 from mvkm._gram import kernel_triangle, upper_sum  # noqa: E402
@@ -141,23 +141,6 @@ def run(name: str, n: int, threads: int, repeats: int, skip: set[str],
     return med
 
 
-class _TimedBLAS:
-    """scipy's BLAS module with a counter and a clock on ``dsymv``."""
-
-    def __init__(self, blas, tally: dict[str, float]):
-        self._blas, self._tally = blas, tally
-
-    def __getattr__(self, name):
-        return getattr(self._blas, name)
-
-    def dsymv(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        y = self._blas.dsymv(*args, **kwargs)
-        self._tally["t"] += time.perf_counter() - t0
-        self._tally["n"] += 1
-        return y
-
-
 def floor(name: str, n: int, threads: int, repeats: int, warm: bool = True) -> dict[str, float]:
     """Medians of KernelPCA, kernel_top_eigh, its dsymv products (count and time) and a
     separate upper_gram, interleaved (see ``--floor`` in the module's docstring)."""
@@ -180,7 +163,7 @@ def floor(name: str, n: int, threads: int, repeats: int, warm: bool = True) -> d
                     upper_gram(RBF(sigma), X)
                 else:
                     tally = {"t": 0.0, "n": 0}
-                    mvkm.linalg._blas = _TimedBLAS(real, tally)
+                    mvkm.linalg._blas = _CountingBLAS(real, tally)
                     try:
                         kernel_top_eigh(RBF(sigma), X, S)
                     finally:
