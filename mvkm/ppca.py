@@ -749,25 +749,23 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         more are needed to find the q of a given ``sigma2``.
         """
         N, r = self.n_samples_, self.rank_
+        # sigma2_ML(q) = sum_{p > q} lambda_p / (N (r - q)) (eq. 6) for q = 1 .. len(ml), by one
+        # formula in both directions: a model refitted with sigma2=m.sigma2_ compares the very
+        # numbers that gave m.sigma2_, so the round trip to m's q does not hang on a last bit
+        if lam.size >= r and not partial:
+            tails = np.cumsum(lam[:0:-1])[::-1][: r - 1]       # tails[q - 1] = sum_{p > q} lambda_p
+        else:
+            tails = np.maximum(trace - np.cumsum(lam), 0.0)[: r - 1]
+        ml = tails / (N * (r - np.arange(1, tails.size + 1)))
         if self.n_components is not None:
             q = check_n_components(self.n_components, r - 1, what=self._q_what())
-            if lam.size >= r and not partial:
-                tail = float(lam[q:].sum())
-            else:
-                tail = max(trace - float(lam[:q].sum()), 0.0)
-            return q, tail / (N * (r - q))
+            return q, float(ml[q - 1])
         sigma2 = float(self.sigma2)  # type: ignore[arg-type]
         if sigma2 >= lam[0] / N:
             raise ValueError(
                 f"sigma2={sigma2:.6g} violates sigma^2 < lambda_q / N (Prop. 3) even for q = 1: "
                 f"the bound is lambda_1 / N = {lam[0] / N:.6g}"
             )
-        if lam.size >= r:
-            tails = np.cumsum(lam[::-1])[::-1]                # tails[q] = sum_{p > q} lambda_p
-            ml = tails[1:r] / (N * (r - np.arange(1, r)))      # sigma2_ML(q), q = 1 .. r-1
-        else:
-            qs = np.arange(1, lam.size + 1)
-            ml = np.maximum(trace - np.cumsum(lam), 0.0) / (N * (r - qs))
         ok = np.flatnonzero(ml <= sigma2)
         if ok.size:
             return int(ok[0]) + 1, sigma2

@@ -274,9 +274,18 @@ def test_dual_from_top_q_and_the_trace_equals_the_full_eigendecomposition(monkey
     assert np.allclose(top.transform(Xt), dense.transform(Xt), rtol=1e-7, atol=1e-9)
     assert np.allclose(top.score_samples(Xt), dense.score_samples(Xt), rtol=1e-9)
     assert np.allclose(top.reconstruct(Xt), dense.reconstruct(Xt), atol=1e-7)
-    # sigma2 given: q found by doubling the number of top eigenpairs
-    back = mvkm.KernelPPCA(sigma2=dense.sigma2_, kernel=kern).fit(X)
+    # sigma2 given: q found by doubling the number of top eigenpairs. The dense model's
+    # sigma2_ = sigma2_ML(4) is the level at which q = 4 starts; this route computes
+    # sigma2_ML(4) from other eigenvalues and the trace (equal to 1e-9 relative, above), so at
+    # exactly that level the last bit would decide between q = 4 and 5. A level 1e-6 above it
+    # is q = 4 on any route, as long as it stays below sigma2_ML(3):
+    lam = dense.eigenvalues_
+    ml3 = lam[3:].sum() / (300 * (dense.rank_ - 3))
+    level = dense.sigma2_ * (1 + 1e-6)
+    assert level < ml3 * (1 - 1e-6)                            # precondition: a wide margin
+    back = mvkm.KernelPPCA(sigma2=level, kernel=kern).fit(X)
     assert back.n_components_ == 4
+    assert np.isclose(back.sigma2_ml_, dense.sigma2_, rtol=1e-9)
     # the spectrum is computed on demand: eigenvalues_ and sample() still work
     assert np.allclose(top.eigenvalues_, dense.eigenvalues_, rtol=1e-9, atol=1e-12 * dense.eigenvalues_[0])
     assert top.sample(3, random_state=0).shape == (3, 10)

@@ -68,6 +68,7 @@ class Exercise:
     statement: int  # index of the markdown cell with the {exercise} directive
     solution: int  # index of the solution cell
     tests: list[int] = field(default_factory=list)  # test cell, then hidden-test cells
+    describe: dict[str, str] = field(default_factory=dict)  # name -> what it holds (the stub's comments)
 
     @property
     def question(self) -> str:
@@ -123,7 +124,12 @@ def exercises(nb: nbformat.NotebookNode) -> list[Exercise]:
         if not (isinstance(names, list) and names and all(isinstance(n, str) and n.isidentifier()
                                                            for n in names)):
             raise ValueError(f"{label}: names must be a non-empty list of identifiers, got {names!r}")
-        ex = Exercise(label, points, names, statements[label], i)
+        describe = meta.get("describe", {})
+        if not (isinstance(describe, dict) and set(describe) <= set(names)
+                and all(isinstance(t, str) for t in describe.values())):
+            raise ValueError(f"{label}: describe must map some of names {names} to strings, "
+                             f"got {describe!r}")
+        ex = Exercise(label, points, names, statements[label], i, describe=dict(describe))
         j = i + 1
         while j < len(nb.cells) and role(nb.cells[j]) in ("tests", "hidden-tests") \
                 and nb.cells[j].metadata["mvkm"].get("exercise") == label:
@@ -136,10 +142,18 @@ def exercises(nb: nbformat.NotebookNode) -> list[Exercise]:
 
 
 def stub(ex: Exercise, source: str) -> str:
-    """The student's version of a solution cell: its first comment line and ``name = ...``."""
+    """The student's version of a solution cell: its first comment line and ``name = ...``.
+
+    The exercise's statement in the book says what to compute in words; the names the
+    checks read are the grader's business and appear here only, each with its
+    description from the solution cell's ``mvkm.describe`` (name -> text), if any.
+    """
     first = source.splitlines()[0] if source.startswith("#") else f"# Exercise {ex.label}"
-    lines = [first, "# Your code here: compute " + ", ".join(ex.names) + "."]
-    return "\n".join(lines + [f"{name} = ..." for name in ex.names])
+    lines = [first, "# Your code here: compute the results below (the checks read these names)."]
+    for name in ex.names:
+        text = ex.describe.get(name, "")
+        lines += [f"# {name}: {text}" if text else f"# {name}", f"{name} = ..."]
+    return "\n".join(lines)
 
 
 def master(nb: nbformat.NotebookNode, name: str, files: Sequence[str] = ()) -> nbformat.NotebookNode:
