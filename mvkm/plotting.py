@@ -1,8 +1,11 @@
-"""Figures the book's chapters share.
+"""What the book's chapters show beside their figures.
 
-Only :func:`animation_html` lives here so far: matplotlib's JavaScript player
-for an animation, made to work offline. Importing this module does not import
-matplotlib; :func:`animation_html` takes an animation the caller made.
+* :func:`animation_html`: matplotlib's JavaScript player for an animation, made
+  to work offline (no icon font from a CDN);
+* :func:`show_source`: the source of a helper, as a highlighted listing, so
+  that a chapter shows the code it teaches without defining it a second time.
+
+Importing this module imports neither matplotlib nor IPython.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["animation_html"]
+__all__ = ["animation_html", "offline_player", "show_source"]
 
 #: The player's Font Awesome icons, written as plain characters.
 _ICONS = {
@@ -100,3 +103,30 @@ def animation_html(anim: Any, *, default_mode: str = "once") -> Any:
     if fig is not None:
         plt.close(fig)
     return HTML(html)
+
+
+def show_source(obj: Any) -> Any:
+    """The source of a function or class, as a highlighted listing for a notebook.
+
+    A chapter that teaches a helper kept in a module shows its code with this,
+    so that the code is written once and read where it is taught.
+
+    Parameters
+    ----------
+    obj : function or class
+        Anything :func:`inspect.getsource` accepts.
+
+    Returns
+    -------
+    IPython.display.Code
+        The listing; make it a cell's last expression.
+    """
+    import inspect
+
+    from IPython.display import Code
+
+    try:
+        source = inspect.getsource(obj)
+    except (TypeError, OSError) as exc:
+        raise TypeError(f"obj must be a function or class defined in a file, got {obj!r}") from exc
+    return Code(inspect.cleandoc(source) if source.startswith(" ") else source, language="python")
