@@ -8,12 +8,14 @@
 #               package's unit tests from the installed copy (CI runs it)
 #   make assignments  student notebooks, keys and autograders (_build/assignments)
 #   make mutants  mutation check of the book, slow, not in CI (_build/mutants.md)
+#   make check-pages  the built pages measured in headless Chromium (Debian's
+#               chromium): nothing wider than its box (CI runs it after make book)
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.mvkm-installed
 
-.PHONY: book book-full test test-wheel env assignments mutants clean
+.PHONY: book book-full test test-wheel env assignments mutants check-pages clean
 
 # torch is installed first and pinned: a bare `torch` requirement would pull
 # a CUDA build of several GB; torch==2.13.0 resolves to the local CPU build.
@@ -67,6 +69,11 @@ test-wheel-%: _build/wheel/.built
 	_build/venv-$*/bin/python -m pip install --quiet _build/wheel/mvkm-*.whl pytest hypothesis clarabel
 	MVKM_TEST_INSTALLED=1 _build/venv-$*/bin/python -P -m pytest -o addopts="" -p no:cacheprovider \
 	  -q -rs $(PACKAGE_TESTS)
+
+# Needs a Chromium (apt-get install chromium, or CHROMIUM=/path/to/chrome) and the book
+# built by `make book`; measures the chapters of tests/test_reading_path.py's FRAMED.
+check-pages: $(STAMP)
+	$(BIN)/python tools/check_rendering.py _build/html
 
 assignments: $(STAMP)
 	$(BIN)/python tools/assignments.py _build/assignments

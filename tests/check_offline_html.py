@@ -4,11 +4,14 @@ Usage: ``python tests/check_offline_html.py _build/html``
 
 Fails (exit 1) if any HTML page loads a script, stylesheet or font from another
 host (a CDN), or if a page that contains math does not load the vendored
-MathJax 3 from ``_static``, or if a page with display math does not load
+MathJax 4 from ``_static``, or if a page with display math does not load
 ``_static/mvkm.css`` (which lets long equations and code lines scroll
 sideways instead of being clipped at the column edge), or if an exercise's
 solution (its ``{solution}`` prose or its solution cell) is shown without a
-click. Links (``<a href=...>``, e.g. the Binder and Colab
+click, or if TeX shows as text on a page (a control word such as ``\\frac`` or a
+dollar sign outside math, code and scripts: what Markdown leaves when a line of an
+inline formula starts with ``+ `` or a bibliography entry uses ``\\texttt``).
+Links (``<a href=...>``, e.g. the Binder and Colab
 launch buttons) are allowed: they are navigation, not resources.
 
 Explorer pages: a notebook whose code calls matplotlib's ``to_jshtml`` gives
@@ -119,6 +122,53 @@ def source_of(page: Path, root: Path) -> Path | None:
     return None
 
 
+class _ProseText(HTMLParser):
+    """The text a reader sees as prose: outside math, code, scripts and the navigation."""
+
+    _SKIP_TAGS = {"script", "style", "pre", "code", "nav", "head", "svg", "textarea"}
+    _SKIP_CLASSES = {"math", "highlight", "cell_input", "cell_output", "bd-sidebar-primary",
+                     "bd-toc", "search-button", "prev-next-area", "MathJax"}
+    _VOID = {"br", "img", "input", "meta", "link", "hr", "source", "wbr", "area", "col", "embed"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[bool] = []           # per open element: does it start a skipped region
+        self.skipped = 0
+        self.chunks: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._VOID:
+            return
+        classes = set((dict(attrs).get("class") or "").split())
+        skip = tag in self._SKIP_TAGS or bool(classes & self._SKIP_CLASSES)
+        self.stack.append(skip)
+        self.skipped += skip
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._VOID or not self.stack:
+            return
+        self.skipped -= self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if not self.skipped:
+            self.chunks.append(data)
+
+
+# TeX that reached the page as text: a control word (\\frac, \\texttt), or a dollar sign
+# that no math role took (the book's prose has no other use for one).
+_RAW_TEX = re.compile(r"\\(?:[A-Za-z]{2,}|[{}_^])|\$")
+
+
+def raw_tex(html: str) -> list[str]:
+    """TeX shown as text on a page (outside math, code and scripts), at most 5 snippets."""
+    parser = _ProseText()
+    parser.feed(html)
+    parser.close()
+    text = " ".join(parser.chunks)
+    return [text[max(0, m.start() - 30):m.end() + 30].replace("\n", " ")
+            for m in _RAW_TEX.finditer(text)][:5]
+
+
 def problems_in_page(html: str, animated: bool | None = None) -> list[str]:
     """Return the problems of one page: external resources and CDN URLs, math, solutions, animations.
 
@@ -156,6 +206,7 @@ def problems_in_page(html: str, animated: bool | None = None) -> list[str]:
     if _DISPLAY_MATH.search(html) and "_static/mvkm.css" not in html:
         found.append("page has display math but does not load _static/mvkm.css (long equations clipped)")
     found += animation_problems(html, animated)
+    found += [f"raw TeX on the page: ...{t}..." for t in raw_tex(html)]
     return found
 
 
@@ -172,7 +223,7 @@ def check_tree(root: Path) -> dict[str, list[str]]:
             report[str(page.relative_to(root))] = problems
     mathjax = root / "_static" / "mathjax" / "tex-chtml.js"
     if not mathjax.is_file():
-        report["_static/mathjax"] = ["vendored MathJax 3 (tex-chtml.js) is missing"]
+        report["_static/mathjax"] = ["vendored MathJax 4 (tex-chtml.js, from book/_vendor/mathjax) is missing"]
     return report
 
 

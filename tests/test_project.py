@@ -168,6 +168,14 @@ def test_every_chapter_in_the_toc_exists_and_every_notebook_is_in_the_toc():
          '</span></pre></div></details></div>', False),
         ('<div class="cell tag_hide-cell"><details class="hide" open><pre>'
          '<span class="c1"># Exercise 1 (1 point): x</span></pre></details>', True),
+        # TeX left as text: an inline formula broken by a "+ " line, a raw \\texttt, a stray $
+        ('<p>then $s(x) + \\frac12\\big(r</p><ul><li><p>\\sum_p c_p)$</p></li></ul>', True),
+        ('<div class="citation"><p>Technical note, \\texttt notes/x.pdf</p></div>', True),
+        ('<p>minimiser is $<span class="math notranslate">\\(x\\)</span>$</p>', True),
+        # ... but not inside math, code or scripts
+        ('<script src="../_static/mathjax/tex-chtml.js"></script>'
+         '<p><span class="math notranslate">\\(\\frac12\\)</span> and <code>$HOME</code></p>'
+         '<div class="highlight"><pre>a = "\\n"</pre></div><script>x = "\\frac"</script>', False),
     ],
 )
 def test_offline_html_checker(html, bad):
@@ -248,7 +256,8 @@ def test_offline_html_checker_accepts_matplotlibs_own_player():
 
 # Test files that check the book, the gradings or the project's set-up, not the package:
 # `make test-wheel` runs every other tests/test_*.py against the installed wheel.
-NOT_PACKAGE_TESTS = {"assignments", "exercise_format", "harness", "mutants", "notebooks", "project", "readme", "wheel"}
+NOT_PACKAGE_TESTS = {"assignments", "exercise_format", "harness", "mutants", "notebooks", "project", "readme",
+                     "reading_path", "wheel"}
 
 
 def test_make_test_wheel_runs_every_package_test_file():
