@@ -24,7 +24,7 @@ import importlib
 from typing import Any
 
 from . import covariance, datasets, features, kernels, kpls, linalg, ppca, preimage, rkm, smm, timeseries
-from .features import Identity, Nystrom, RandomFourierFeatures
+from .features import Identity, Nystrom, RandomFourierFeatures, poly2_features
 from .kernels import RBF, Laplacian, Linear, Polynomial, center_gram, center_test_gram
 from .linalg import flip_signs, kernel_top_eigh, psd_sqrt, rotate_to_diagonal, top_eigh
 from .kpls import MultiViewKPLS
@@ -58,6 +58,7 @@ __all__ = [
     "Identity",
     "Nystrom",
     "RandomFourierFeatures",
+    "poly2_features",
     "Linear",
     "RBF",
     "Polynomial",

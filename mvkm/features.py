@@ -20,7 +20,7 @@ from ._validation import check_array, check_count, check_positive, check_random_
 from ._validation import atomic_fit, check_finite_result
 from .kernels import RBF, Kernel, Linear
 
-__all__ = ["Identity", "RandomFourierFeatures", "Nystrom"]
+__all__ = ["Identity", "RandomFourierFeatures", "Nystrom", "poly2_features"]
 
 
 def _check_fitted(est: Any, attr: str) -> None:
@@ -245,3 +245,32 @@ class Nystrom(TransformerMixin, BaseEstimator):
         X = check_array(X, "X")
         _check_n_features(self, X)
         return self._kernel()(X, self.landmarks_) @ self.normalization_
+
+
+def poly2_features(X: ArrayLike, c: float = 1.0) -> NDArray[np.float64]:
+    r"""The explicit feature map of the degree-2 polynomial kernel.
+
+    :math:`\varphi(x) = (c,\ \sqrt{2c}\,x_1, \dots, \sqrt{2c}\,x_d,\ x_1^2, \dots, x_d^2,\
+    \sqrt2\,x_jx_k\ (j < k))`, with :math:`1 + 2d + d(d-1)/2` coordinates, so that
+    :math:`\varphi(x)^\top\varphi(y) = (x^\top y + c)^2`, the kernel
+    :class:`mvkm.Polynomial` ``(degree=2, c=c)`` (Foundations, "Kernels and feature maps",
+    where a reader derives it as an exercise).
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d)
+        The inputs.
+    c : float, default=1.0
+        The kernel's offset, :math:`c \ge 0`.
+
+    Returns
+    -------
+    ndarray of shape (n, 1 + 2d + d(d-1)/2)
+        The features, one row per input.
+    """
+    X = check_array(X, "X")
+    c = check_positive(c, "c", strict=False)
+    n, d = X.shape
+    j, k = np.triu_indices(d, k=1)
+    return np.hstack([np.full((n, 1), c), np.sqrt(2 * c) * X, X**2,
+                      np.sqrt(2) * X[:, j] * X[:, k]])

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from sklearn.base import clone
 
+import mvkm
 from mvkm.features import Identity, Nystrom, RandomFourierFeatures
 from mvkm.kernels import RBF, Laplacian, Linear, Polynomial
 
@@ -295,3 +296,21 @@ def test_rff_phases_that_overflow_are_a_clear_error():
     with pytest.raises(ValueError, match="phases .* overflow float64"):
         fm.transform(np.full((1, 3), 1e308))
     assert np.isfinite(fm.transform(np.full((1, 3), 1e300))).all()
+
+
+@pytest.mark.parametrize("c", [0.0, 0.7, 2.0])
+def test_poly2_features_reproduce_the_degree_two_kernel(c):
+    X = np.random.default_rng(3).standard_normal((12, 4))
+    Y = np.random.default_rng(4).standard_normal((5, 4))
+    F, G = mvkm.poly2_features(X, c), mvkm.poly2_features(Y, c)
+    assert F.shape == (12, 1 + 2 * 4 + 4 * 3 // 2)
+    # the kernel by its own formula, (x'y + c)^2, entries O(10): round-off 1e-13
+    assert np.allclose(F @ G.T, (X @ Y.T + c) ** 2, rtol=1e-12, atol=1e-12)
+    assert np.allclose(F @ G.T, mvkm.Polynomial(degree=2, c=c)(X, Y), rtol=1e-12, atol=1e-12)
+
+
+def test_poly2_features_name_a_bad_argument():
+    with pytest.raises(ValueError, match="c must be"):
+        mvkm.poly2_features(np.ones((2, 2)), c=-1.0)
+    with pytest.raises(ValueError, match="X"):
+        mvkm.poly2_features(np.ones(3))
