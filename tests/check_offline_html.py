@@ -99,16 +99,24 @@ def animation_problems(html: str, animated: bool | None = None) -> list[str]:
     return found
 
 
+#: The calls that build matplotlib's JavaScript player in a chapter's code.
+_PLAYER_CALLS = ("to_jshtml", "animation_html")
+
+
 def builds_animation(source: Path) -> bool:
-    """Whether a chapter's source (a notebook, or MyST text) calls ``to_jshtml`` in its code."""
+    """Whether a chapter's source (a notebook, or MyST text) builds a player in its code.
+
+    ``to_jshtml`` directly, or ``mvkm.plotting.animation_html``, which calls it.
+    """
     text = source.read_text(encoding="utf-8", errors="replace")
     try:
         nb = json.loads(text)
     except ValueError:
-        return "to_jshtml" in text            # a MyST markdown source or a plain-text copy
+        return any(word in text for word in _PLAYER_CALLS)   # MyST markdown or a plain-text copy
     cells = nb.get("cells", []) if isinstance(nb, dict) else []
     return any(c.get("cell_type") == "code"
-               and "to_jshtml" in "".join(c.get("source", "")) for c in cells)
+               and any(word in "".join(c.get("source", "")) for word in _PLAYER_CALLS)
+               for c in cells)
 
 
 def source_of(page: Path, root: Path) -> Path | None:

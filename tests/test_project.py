@@ -12,7 +12,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from check_offline_html import check_tree, problems_in_page  # noqa: E402
+from check_offline_html import builds_animation, check_tree, problems_in_page  # noqa: E402
 
 # conda-forge name -> PyPI name, where they differ.
 CONDA_TO_PIP = {"pytorch-cpu": "torch"}
@@ -272,3 +272,17 @@ def test_make_test_wheel_runs_every_package_test_file():
     ci = (ROOT / ".ci" / "run").read_text()
     # both wheel versions side by side, beside the book (or after it)
     assert re.search(r"^make -j[3-9]\b.*\bbook test-wheel\b", ci, re.M) or "make -j2 test-wheel" in ci
+
+
+@pytest.mark.parametrize("code, animated", [
+    ("html = anim.to_jshtml()", True),
+    ("player = mvkm.plotting.animation_html(anim)", True),
+    ("plt.plot(x, y)", False),
+])
+def test_a_chapter_that_builds_a_player_is_known(tmp_path, code, animated):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(nb, path)
+    assert builds_animation(path) is animated

@@ -116,7 +116,7 @@ _MEASURE = r"""
     if (tex.test(s)) out.raw_tex.push(s.replace(/\s+/g, ' ').trim().slice(0, 70));
   }
   for (const img of art.querySelectorAll('div.cell_output img')) {
-    if (hidden(img)) continue;
+    if (hidden(img) || img.closest('div.animation')) continue;   // a player's frame
     out.figures++;
     const fig = img.closest('figure');
     if (!(fig && fig.querySelector('figcaption'))) out.uncaptioned.push(img.src.split('/').pop());
