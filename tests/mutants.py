@@ -195,8 +195,8 @@ MUTANTS: list[Mutant] = [
         "ppca_sigma2_source",
         "sigma^2 from the source's N - q instead of r - q (off by (r - q)/(N - q))",
         "ppca.py",
-        "            return q, tail / (N * (r - q))\n",
-        "            return q, tail / (N * (N - q))\n",
+        "        ml = tails / (N * (r - np.arange(1, tails.size + 1)))\n",
+        "        ml = tails / (N * (N - np.arange(1, tails.size + 1)))\n",
         "KernelPPCA (sigma2_)",
     ),
     Mutant(
