@@ -47,7 +47,7 @@ _MATH = re.compile(r'class="[^"]*\bmath\b')
 _DISPLAY_MATH = re.compile(r'<div class="math\b')
 _SOLUTION_DIV = re.compile(r'<div class="solution\b([^"]*)"')
 # the first line of a solution cell, "# Exercise 2 (3 points): ...", as Pygments highlights it
-_SOLUTION_CELL = re.compile(r'<span class="c1">#\s*Exercise \d+ \(\d+ points?\)')
+_SOLUTION_CELL = re.compile(r'<span class="c1">#\s*Exercise [\d.]+ \(\d+ points?\)')
 
 
 class _AnimationPlayers(HTMLParser):
