@@ -33,9 +33,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 HIDE_INPUT = {"remove-cell", "remove-input", "hide-cell", "hide-input"}
 HIDE_OUTPUT = {"remove-cell", "remove-output", "hide-cell", "hide-output"}
 MAX_WIDTH = 79
@@ -74,15 +74,10 @@ class Chapter:
 
 
 def chapters() -> list[Path]:
-    """The notebook chapters of ``_toc.yml``, in order."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    out = []
-    for part in toc.get("parts", []):
-        for ch in part["chapters"]:
-            path = ROOT / f"{ch['file']}.ipynb"
-            if path.is_file():
-                out.append(path)
-    return out
+    """The notebook chapters of ``_toc.yml``, in order (as the assignment builder lists them)."""
+    from assignments import chapters as toc_chapters
+
+    return [path for _, path in toc_chapters(ROOT)]
 
 
 def _defined(source: str) -> set[str]:
