@@ -255,7 +255,7 @@ class Kernel(ABC):
         n_jobs : int, optional
             Threads for the tiles of a large matrix (``-1``: every usable core).
             ``None``: the user's BLAS/OpenMP limit (``threadpoolctl`` or
-            ``OMP_NUM_THREADS``), at most 8 (see the README, "Threads").
+            ``OMP_NUM_THREADS``), at most 8 (see docs/package.md, "Threads").
 
         Returns
         -------
@@ -515,7 +515,7 @@ def center_gram(K: ArrayLike, *, copy: bool = True, n_jobs: int | None = None) -
         and return it (no ``n x n`` allocation: the fast path for large ``n``).
     n_jobs : int, optional
         Threads for the passes over a large ``K`` (``-1``: every usable core);
-        ``None``: the user's BLAS/OpenMP limit, at most 8 (README, "Threads").
+        ``None``: the user's BLAS/OpenMP limit, at most 8 (docs/package.md, "Threads").
 
     Returns
     -------

@@ -192,7 +192,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     n_jobs : int, optional
         Threads for the passes over the ``N x N`` kernel matrix during ``fit``
         (``-1``: every usable core). ``None``: the user's BLAS/OpenMP limit
-        (``threadpoolctl`` or ``OMP_NUM_THREADS``), at most 8 (README, "Threads").
+        (``threadpoolctl`` or ``OMP_NUM_THREADS``), at most 8 (docs/package.md, "Threads").
     batch_size : int, optional
         Primal only: stream ``X`` ``batch_size`` rows at a time
         (:func:`mvkm.covariance.feature_moments`): the model needs only the

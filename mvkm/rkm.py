@@ -214,6 +214,13 @@ class MultiViewRKM(BaseEstimator):
         ``feature_maps``, not both; with neither every view uses the linear
         kernel (identity map).
     formulation : {"dual", "primal"}, default="dual"
+        ``"dual"``: the eigenproblem of the summed, centred ``n x n`` kernel
+        matrices (Part I, "The dual"), for any kernel; ``"primal"``: the
+        eigenproblem of the ``D x D`` covariance of the concatenated explicit
+        features (Part I, "The primal"), for feature maps (or the linear
+        kernel), cheaper when ``D < n`` and the one that streams
+        (``batch_size``, ``device``, dask arrays). Both give the same model
+        up to the signs of its components where both apply.
     solver : {"eig", "stiefel"}, default="eig"
         ``"eig"``: :func:`mvkm.linalg.top_eigh` (Algorithms 1-2);
         ``"stiefel"``: :func:`mvkm.stiefel.maximize_trace` (Algorithms 3-4).
@@ -254,7 +261,7 @@ class MultiViewRKM(BaseEstimator):
     n_jobs : int, optional
         Threads for the passes over the ``n x n`` kernel matrices during ``fit``
         (``-1``: every usable core). ``None``: the user's BLAS/OpenMP limit
-        (``threadpoolctl`` or ``OMP_NUM_THREADS``), at most 8 (README, "Threads").
+        (``threadpoolctl`` or ``OMP_NUM_THREADS``), at most 8 (docs/package.md, "Threads").
     batch_size : int, optional
         Primal only: stream the views ``batch_size`` rows at a time
         (:func:`mvkm.covariance.feature_moments`): ``fit`` then forms

@@ -286,3 +286,11 @@ def test_a_chapter_that_builds_a_player_is_known(tmp_path, code, animated):
     path = tmp_path / "chapter.ipynb"
     nbformat.write(nb, path)
     assert builds_animation(path) is animated
+
+
+def test_make_env_brings_the_jupyterlab_the_readme_opens_chapters_with():
+    import importlib.util
+
+    readme = (ROOT / "README.md").read_text()
+    assert ".venv/bin/jupyter lab book/" in readme
+    assert importlib.util.find_spec("jupyterlab") is not None, "mvkm[book] must install jupyterlab"
