@@ -70,9 +70,10 @@ test-wheel-%: _build/wheel/.built
 	MVKM_TEST_INSTALLED=1 _build/venv-$*/bin/python -P -m pytest -o addopts="" -p no:cacheprovider \
 	  -q -rs $(PACKAGE_TESTS)
 
-# Needs a Chromium (apt-get install chromium, or CHROMIUM=/path/to/chrome) and the book
-# built by `make book`; measures the chapters of tests/test_reading_path.py's FRAMED.
-check-pages: $(STAMP)
+# Needs a Chromium (apt-get install chromium, or CHROMIUM=/path/to/chrome); builds the book
+# (make book) and measures the chapters of tests/test_reading_path.py's FRAMED. CI runs it
+# beside test-wheel: `make -j3 check-pages book test-wheel` builds the book once.
+check-pages: book
 	$(BIN)/python tools/check_rendering.py _build/html
 
 assignments: $(STAMP)
