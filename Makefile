@@ -71,7 +71,7 @@ test-wheel-%: _build/wheel/.built
 	  -q -rs $(PACKAGE_TESTS)
 
 # Needs a Chromium (apt-get install chromium, or CHROMIUM=/path/to/chrome); builds the book
-# (make book) and measures the chapters of tests/test_reading_path.py's FRAMED. CI runs it
+# (make book) and measures the chapters of tools/reading_path.py's FRAMED. CI runs it
 # beside test-wheel: `make -j3 check-pages book test-wheel` builds the book once.
 check-pages: book
 	$(BIN)/python tools/check_rendering.py _build/html

@@ -19,17 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import reading_path  # noqa: E402
 
-#: Chapters held to the frame, as ``<part>/<chapter>``.
-FRAMED = {
-    "foundations/kernels", "foundations/features", "foundations/duality", "foundations/stiefel",
-    "rkm/objective", "rkm/primal", "rkm/dual", "rkm/inference",
-    "rkm/sines", "rkm/santafe", "rkm/explorer", "rkm/parametric",
-}
-#: Method chapters (not experiments or explorers): at least this many captioned figures.
-METHOD = {
-    "foundations/kernels", "foundations/features", "foundations/duality", "foundations/stiefel",
-    "rkm/objective", "rkm/primal", "rkm/dual", "rkm/inference", "rkm/parametric",
-}
+FRAMED, METHOD = reading_path.FRAMED, reading_path.METHOD
 MIN_FIGURES = 4
 MAX_MEDIAN, MAX_LINES, MAX_ASSERTS = 6, 20, 3
 

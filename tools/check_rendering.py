@@ -5,7 +5,7 @@ Usage::
     python tools/check_rendering.py [_build/html] [--pages GLOB ...] [--json OUT]
 
 Opens the chapter pages (by default those of ``FRAMED`` in
-``tests/test_reading_path.py``) in headless Chromium (Debian's ``chromium``; set
+``tools/reading_path.py``) in headless Chromium (Debian's ``chromium``; set
 ``CHROMIUM`` to use another binary) at 1280 px and at 400 px, waits for MathJax,
 and counts on each page:
 
@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 WIDTHS = (1280, 400)
 MAX_CUT_400 = 0.05
@@ -254,7 +254,7 @@ def main(argv: list[str]) -> int:
                     help="glob(s) of chapters, e.g. 'rkm/*' (default: the FRAMED chapters)")
     ap.add_argument("--json", help="write the measurements here")
     args = ap.parse_args(argv)
-    from test_reading_path import FRAMED  # the chapters held to the frame
+    from reading_path import FRAMED  # the chapters held to the frame
 
     root = Path(args.html)
     if not (root / "book").is_dir():

@@ -36,6 +36,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+#: Chapters written to the book's frame (docs/writing.md), as ``<part>/<chapter>``: held to its
+#: limits by tests/test_reading_path.py, their pages measured by tools/check_rendering.py.
+#: A part joins when its chapters are rewritten (Parts II-V: issues 36 and 37).
+FRAMED = {
+    "foundations/kernels", "foundations/features", "foundations/duality", "foundations/stiefel",
+    "rkm/objective", "rkm/primal", "rkm/dual", "rkm/inference",
+    "rkm/sines", "rkm/santafe", "rkm/explorer", "rkm/parametric",
+}
+#: Method chapters (not experiments or explorers): at least 4 captioned figures each.
+METHOD = {
+    "foundations/kernels", "foundations/features", "foundations/duality", "foundations/stiefel",
+    "rkm/objective", "rkm/primal", "rkm/dual", "rkm/inference", "rkm/parametric",
+}
 HIDE_INPUT = {"remove-cell", "remove-input", "hide-cell", "hide-input"}
 HIDE_OUTPUT = {"remove-cell", "remove-output", "hide-cell", "hide-output"}
 MAX_WIDTH = 79
