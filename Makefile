@@ -48,7 +48,7 @@ test: $(STAMP)
 # The package's own unit tests (not the book's, the gradings' or the project's):
 # what `pip install mvkm` users get is tested with them on the other Pythons.
 PACKAGE_TESTS := $(addsuffix .py,$(addprefix tests/test_,bad_inputs boundary covariance datasets edges_kernels \
-                 features gram_compact hard_spectra kernels kpls linalg matfree optional plotting ppca \
+                 evaluation features gram_compact hard_spectra kernels kpls linalg matfree optional plotting ppca \
                  preimage reliability rkm sklearn_checks smm stiefel validation))
 # Python versions for test-wheel: pyenv's interpreters where they are, else from PATH.
 WHEEL_VERSIONS ?= 3.12 3.13

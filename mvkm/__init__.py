@@ -23,8 +23,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import (covariance, datasets, features, kernels, kpls, linalg, plotting, ppca, preimage, rkm,
-               smm, timeseries)
+from . import (covariance, datasets, evaluation, features, kernels, kpls, linalg, plotting, ppca,
+               preimage, rkm, smm, timeseries)
 from .features import Identity, Nystrom, RandomFourierFeatures, poly2_features
 from .kernels import RBF, Laplacian, Linear, Polynomial, center_gram, center_test_gram
 from .linalg import flip_signs, kernel_top_eigh, psd_sqrt, rotate_to_diagonal, top_eigh
@@ -41,6 +41,7 @@ _LAZY = {"stiefel": None, "CayleyAdam": "stiefel", "maximize_trace": "stiefel",
 __all__ = [
     "covariance",
     "datasets",
+    "evaluation",
     "plotting",
     "ppca",
     "preimage",

@@ -108,8 +108,7 @@ __all__ += ["align_column_signs"]
 
 # --- Forecasting experiments (rkm/sines, rkm/santafe) ---------------------------------
 
-__all__ += ["standardise_series", "raw_forecast", "forecast_mse",
-            "parse_seeds", "experiment_seeds", "paired_interval"]
+__all__ += ["standardise_series", "raw_forecast", "forecast_mse"]
 
 
 def standardise_series(train):
@@ -134,49 +133,6 @@ def forecast_mse(forecast, test):
     """Mean squared error of a forecast against the test series."""
     diff = np.asarray(forecast, dtype=float) - np.asarray(test, dtype=float)
     return float(np.mean(diff**2))
-
-
-def parse_seeds(text):
-    """Seeds from a string such as ``"300-309"``, ``"1,4,7"`` or ``"0-3,10"``."""
-    seeds = []
-    for part in str(text).replace(" ", "").split(","):
-        if not part:
-            continue
-        if "-" in part:                     # a range "a-b", both ends included
-            lo, hi = part.split("-", 1)
-            seeds.extend(range(int(lo), int(hi) + 1))
-        else:
-            seeds.append(int(part))
-    if not seeds:
-        raise ValueError(f"no seeds in {text!r}")
-    return seeds
-
-
-def experiment_seeds(default):
-    """The seeds of an experiment: ``MVKM_SEEDS`` if set, else ``default``."""
-    import os
-
-    return parse_seeds(os.environ.get("MVKM_SEEDS", default))
-
-
-def paired_interval(a, b, level=0.95):
-    """Mean of the paired differences ``a - b`` with a Student-t interval.
-
-    Returns a dict with ``mean``, ``low``, ``high`` and ``verdict``:
-    ``"higher"`` (the interval lies above zero), ``"lower"`` (below zero)
-    or ``"no verdict"`` (it contains zero, or fewer than two pairs).
-    """
-    from scipy import stats
-
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    mean = float(d.mean())
-    if d.size < 2:
-        return dict(mean=mean, low=np.nan, high=np.nan, verdict="no verdict")
-    half = stats.t.ppf(0.5 + level / 2, d.size - 1) * d.std(ddof=1)
-    half /= np.sqrt(d.size)
-    low, high = mean - half, mean + half
-    verdict = "higher" if low > 0 else "lower" if high < 0 else "no verdict"
-    return dict(mean=mean, low=float(low), high=float(high), verdict=verdict)
 
 
 # --- Parametric maps and the explorer (rkm/parametric, rkm/explorer) ------------------
