@@ -43,11 +43,15 @@ FRAMED = {
     "foundations/kernels", "foundations/features", "foundations/duality", "foundations/stiefel",
     "rkm/objective", "rkm/primal", "rkm/dual", "rkm/inference",
     "rkm/sines", "rkm/santafe", "rkm/explorer", "rkm/parametric",
+    "ppca/spaces", "ppca/primal", "ppca/dual", "ppca/sampling", "ppca/preimage",
+    "ppca/experiments", "ppca/novelty",
 }
 #: Method chapters (not experiments or explorers): at least 4 captioned figures each.
 METHOD = {
     "foundations/kernels", "foundations/features", "foundations/duality", "foundations/stiefel",
     "rkm/objective", "rkm/primal", "rkm/dual", "rkm/inference", "rkm/parametric",
+    "ppca/spaces", "ppca/primal", "ppca/dual", "ppca/sampling", "ppca/preimage",
+    "ppca/novelty",
 }
 HIDE_INPUT = {"remove-cell", "remove-input", "hide-cell", "hide-input"}
 HIDE_OUTPUT = {"remove-cell", "remove-output", "hide-cell", "hide-output"}
