@@ -58,7 +58,7 @@ from sklearn.exceptions import NotFittedError
 
 from ._validation import check_array, check_random_state, check_symmetric, reset_fitted
 from ._validation import (atomic_fit, check_bool, check_dask_chunks, check_finite_result,
-                          check_map_output, gram_of_view)
+                          check_map_output, gram_of_view, own_copy)
 from .features import Identity
 from .covariance import (
     check_stream_params,
@@ -290,6 +290,11 @@ class MultiViewKPLS(BaseEstimator):
         :math:`10^{-6}` relative); the eigenproblem is solved in float64.
     progress : bool or None, default=None
         A tqdm bar over the streamed passes (``None``: once a pass lasts 5 s).
+    copy_X : bool, default=True
+        Keep a copy of the training data, so that changing the caller's
+        array after ``fit`` cannot change the model. ``False`` keeps a
+        reference (saves the memory of one copy; the caller must then leave
+        the array unchanged). Memory-mapped and dask arrays are never copied.
 
     Attributes
     ----------
@@ -327,7 +332,8 @@ class MultiViewKPLS(BaseEstimator):
     def __init__(self, n_components: int | float = 10, kernels: Any = None, center: bool = True,
                  formulation: str = "dual", solver: str = "auto", random_state: Any = None,
                  *, tol: float = 1e-10, batch_size: int | None = None, device: Any = None,
-                 dtype: str = "float64", progress: bool | None = None) -> None:
+                 dtype: str = "float64", progress: bool | None = None,
+                 copy_X: bool = True) -> None:
         self.n_components = n_components
         self.kernels = kernels
         self.center = center
@@ -339,6 +345,7 @@ class MultiViewKPLS(BaseEstimator):
         self.device = device
         self.dtype = dtype
         self.progress = progress
+        self.copy_X = copy_X
 
     # -- validation -------------------------------------------------------------------------
     @staticmethod
@@ -369,6 +376,7 @@ class MultiViewKPLS(BaseEstimator):
         return out
 
     def _check_params(self, V: int) -> list[Any]:
+        check_bool(self.copy_X, "copy_X")
         nc = self.n_components
         if isinstance(nc, bool) or not isinstance(nc, (Integral, Real)):
             raise ValueError(f"n_components must be a positive int or a float in (0, 1), got {nc!r}")
@@ -439,7 +447,8 @@ class MultiViewKPLS(BaseEstimator):
         self.view_dims_ = [int(X.shape[1]) for X in Xs]
         self.n_features_in_ = int(sum(self.view_dims_))
         self.n_samples_ = N
-        self._X_fit = [None if isinstance(k, str) else X for X, k in zip(Xs, maps)]
+        self._X_fit = [None if isinstance(k, str) else own_copy(X, g, self.copy_X)
+                       for X, g, k in zip(Xs, views, maps)]
         self._maps = maps
         if streamed:
             lam, alphas, total = self._fit_primal_streamed(Xs, maps)

@@ -81,7 +81,7 @@ from ._validation import (
     check_symmetric,
     reset_fitted,
 )
-from ._validation import atomic_fit, check_bool, check_dask_chunks, check_map_output
+from ._validation import atomic_fit, check_bool, check_dask_chunks, check_map_output, own_copy
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
@@ -227,6 +227,11 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         90 % of the available memory; ``"dense"`` then raises a ``MemoryError``
         giving the estimate.
         ``K_fit_``, ``eigenvalues_``, ``B_`` and :meth:`sample` still form it on use.
+    copy_X : bool, default=True
+        Keep a copy of the training data, so that changing the caller's
+        array after ``fit`` cannot change the model. ``False`` keeps a
+        reference (saves the memory of one copy; the caller must then leave
+        the array unchanged). Memory-mapped and dask arrays are never copied.
 
     Attributes
     ----------
@@ -318,7 +323,8 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
                  kernel: Callable[..., Any] | None = None, feature_map: Any = None,
                  formulation: str = "dual", n_jobs: int | None = None, *,
                  batch_size: int | None = None, device: Any = None, dtype: str = "float64",
-                 progress: bool | None = None, kernel_storage: str = "auto") -> None:
+                 progress: bool | None = None, kernel_storage: str = "auto",
+                 copy_X: bool = True) -> None:
         self.n_components = n_components
         self.sigma2 = sigma2
         self.kernel = kernel
@@ -330,10 +336,12 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         self.dtype = dtype
         self.progress = progress
         self.kernel_storage = kernel_storage
+        self.copy_X = copy_X
 
     # ------------------------------------------------------------------ fit
     def _check_params(self) -> None:
         check_bool(self.progress, "progress", allow_none=True)
+        check_bool(self.copy_X, "copy_X")
         if self.formulation not in _FORMULATIONS:
             raise ValueError(f"formulation must be 'primal' or 'dual', got {self.formulation!r}")
         if self.n_components is not None and self.sigma2 is not None:
@@ -463,6 +471,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         return True
 
     def _fit(self, X: ArrayLike) -> "KernelPPCA":
+        given = X
         streamed = self._streamed(X)
         if is_dask_array(X):
             check_dask_chunks(X, "X")
@@ -477,7 +486,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if N < 2:
             raise ValueError(f"X must have at least 2 samples (rows) for KernelPPCA, got n_samples = {N}")
         self._fit_feature_map(X)
-        self.X_fit_ = X
+        self.X_fit_ = own_copy(X, given, self.copy_X)
         self.n_features_in_ = X.shape[1]
         self.n_samples_ = N
         self._spectrum_cache: tuple[Array, Array] | None = None

@@ -35,7 +35,7 @@ from ._validation import (
     check_positive,
 )
 from ._validation import (atomic_fit, check_bool, check_dask_chunks, check_finite_result,
-                          check_map_output, gram_of_view)
+                          check_map_output, gram_of_view, own_copy)
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
@@ -298,6 +298,11 @@ class MultiViewRKM(BaseEstimator):
         memory; else ``"dense"``. ``"dense"`` (or ``"auto"`` with the Stiefel
         solver) raises a ``MemoryError`` giving the estimate when it does not
         fit. ``"none"`` only with ``solver="eig"``.
+    copy_X : bool, default=True
+        Keep a copy of the training data, so that changing the caller's
+        array after ``fit`` cannot change the model. ``False`` keeps a
+        reference (saves the memory of one copy; the caller must then leave
+        the array unchanged). Memory-mapped and dask arrays are never copied.
 
     Attributes
     ----------
@@ -350,7 +355,8 @@ class MultiViewRKM(BaseEstimator):
                  stiefel_method: str = "cayley-bb", progress: bool | None = None,
                  eig_method: str = "auto", n_jobs: int | None = None,
                  batch_size: int | None = None, device: Any = None,
-                 dtype: str = "float64", kernel_storage: str = "auto") -> None:
+                 dtype: str = "float64", kernel_storage: str = "auto",
+                 copy_X: bool = True) -> None:
         self.n_components = n_components
         self.kernels = kernels
         self.feature_maps = feature_maps
@@ -369,9 +375,11 @@ class MultiViewRKM(BaseEstimator):
         self.device = device
         self.dtype = dtype
         self.kernel_storage = kernel_storage
+        self.copy_X = copy_X
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
+        check_bool(self.copy_X, "copy_X")
         if self.formulation not in _FORMULATIONS:
             raise ValueError(f"formulation must be 'primal' or 'dual', got {self.formulation!r}")
         if self.solver not in _SOLVERS:
@@ -539,7 +547,7 @@ class MultiViewRKM(BaseEstimator):
         self.n_samples_ = n
         self.view_dims_ = [X.shape[1] for X in Xs]  # type: ignore[union-attr]
         self._kinds = [kind for kind, _ in specs]
-        self._X_fit = Xs
+        self._X_fit = [own_copy(X, g, self.copy_X) for X, g in zip(Xs, views)]
         self._maps: list[Any] = [None] * V
         self._kernels: list[Any] = [None] * V
         self._feature_means: list[Any] = [None] * V
