@@ -1201,14 +1201,22 @@ def top_eigh(
         w, V = _arpack_top(K, s, tol, max_iter, rng, scale, means)
     else:
         # Near overflow (|K Z| <= n max|K| max|Z|), K is applied as K / max|K| to Z shrunk
-        # by n max|Z|, and the eigenvalues are scaled back at the end
+        # by n max|Z|, and the eigenvalues are scaled back at the end. Near underflow
+        # (max|K| < 1e-100) K is applied as K / max|K| too: the Chebyshev filter and the
+        # Rayleigh-Ritz step form products of products, which would leave the normal
+        # range (at max|K| = 1e-200 the eigenvalues came out 40 % low).
         unit = 1.0
         if is_array:
             big = scale if scale is not None else max_abs(K)
             huge = big * n > 1e300
-            unit = big if huge else 1.0
+            tiny = 0.0 < big < 1e-100
+            unit = big if huge or tiny else 1.0
 
             def product(Z: NDArray[np.float64]) -> NDArray[np.float64]:
+                if tiny:
+                    KZ = K @ Z
+                    KZ /= unit
+                    return KZ
                 if not huge:
                     return K @ Z
                 pre = n * max(max_abs(Z), np.finfo(float).tiny)
