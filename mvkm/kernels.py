@@ -342,6 +342,56 @@ def _check_finite_gram(K: NDArray[np.float64], kernel: "Kernel") -> NDArray[np.f
     return K
 
 
+class _OriginShiftedLinear(Linear):
+    r"""The linear kernel of data moved to a new origin: :math:`(x - c)^\top (y - c)`.
+
+    It differs from :math:`x^\top y` by :math:`-c^\top x - c^\top y + c^\top c`, a
+    function of one argument plus a function of the other, which double centring
+    removes exactly: the centred Gram matrix, its eigenpairs and centred test rows
+    are those of the linear kernel. Computed near the data's middle they keep the
+    digits that an offset (data near :math:`10^8`) would cancel. Internal: the
+    estimators use it in place of ``Linear()`` where they only read centred values
+    (:func:`centring_equivalent`); its ``repr`` is ``Linear()``.
+    """
+
+    def __init__(self, origin: NDArray[np.float64]) -> None:
+        self.origin = origin
+
+    def __repr__(self) -> str:
+        return "Linear()"
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is type(self)
+                and np.array_equal(self.origin, other.origin))    # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.origin.tobytes()))
+
+    def _gram(self, X, Y):
+        return super()._gram(X - self.origin, None if Y is None else Y - self.origin)
+
+    def diag(self, X: ArrayLike) -> NDArray[np.float64]:
+        Xa = check_array(X, "X") - self.origin
+        return np.einsum("ij,ij->i", Xa, Xa)
+
+
+def centring_equivalent(kernel: "Kernel", X: NDArray[np.float64]) -> "Kernel":
+    """A kernel with the same centred Gram matrix as ``kernel`` on ``X``, computed accurately.
+
+    For ``Linear()`` on data whose middle lies far from the origin (beyond the
+    data's spread), the linear kernel of the data moved to that middle (a
+    coordinate-wise median of about 64 rows, as the radial kernels' shift); any
+    other kernel, or data near the origin, is returned as it is. Only for values
+    that are centred before use: the uncentred values differ.
+    """
+    if type(kernel) is not Linear:
+        return kernel
+    Xs, _, _ = _shift_to_middle(X, None)
+    if Xs is X:
+        return kernel
+    return _OriginShiftedLinear(X[0] - Xs[0])
+
+
 class _RadialKernel(Kernel):
     r"""A kernel of the distance :math:`\|x - y\|` with a length scale ``sigma``, equal to 1 at 0.
 

@@ -68,7 +68,7 @@ from .covariance import (
     map_rows,
 )
 from ._gram import GramTriangle, kernel_triangle
-from .kernels import Kernel, Linear, _center_test_rows, center_gram
+from .kernels import Kernel, Linear, _center_test_rows, center_gram, centring_equivalent
 from .linalg import ConvergenceWarning, sign_convention
 
 __all__ = ["MultiViewKPLS"]
@@ -449,6 +449,10 @@ class MultiViewKPLS(BaseEstimator):
         self.n_samples_ = N
         self._X_fit = [None if isinstance(k, str) else own_copy(X, g, self.copy_X)
                        for X, g, k in zip(Xs, views, maps)]
+        if self.center and not streamed and self.formulation == "dual":
+            # a linear kernel far from the origin: the same centred values, from the middle
+            maps = [centring_equivalent(k, X) if isinstance(k, Kernel) else k
+                    for k, X in zip(maps, Xs)]
         self._maps = maps
         if streamed:
             lam, alphas, total = self._fit_primal_streamed(Xs, maps)

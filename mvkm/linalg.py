@@ -728,11 +728,13 @@ def kernel_top_eigh(
     """
     check_bool(center, "center")
     check_bool(progress, "progress", allow_none=True)
-    from .kernels import Kernel, upper_gram
+    from .kernels import Kernel, centring_equivalent, upper_gram
 
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be an mvkm.kernels.Kernel, got {type(kernel).__name__}")
     Xa = check_array(X, "X")
+    if center:      # a linear kernel far from the origin: computed from the middle of X
+        kernel = centring_equivalent(kernel, Xa)
     n = Xa.shape[0]
     if n < 2:
         raise ValueError(f"X must have n >= 2 rows (points) for kernel_top_eigh, got {n}")

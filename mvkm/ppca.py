@@ -101,7 +101,8 @@ from ._gram import (
     kernel_triangle,
     memory_verdict,
 )
-from .kernels import Kernel, Linear, Polynomial, _center_test_rows, center_gram, uncenter_kernel_values
+from .kernels import (Kernel, Linear, Polynomial, _center_test_rows, center_gram,
+                      centring_equivalent, uncenter_kernel_values)
 from .linalg import flip_signs, sign_convention, top_eigh
 from .preimage import kernel_smoother, stable_kernel_smoother
 
@@ -487,6 +488,9 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             raise ValueError(f"X must have at least 2 samples (rows) for KernelPPCA, got n_samples = {N}")
         self._fit_feature_map(X)
         self.X_fit_ = own_copy(X, given, self.copy_X)
+        self._kernel_fit = None
+        if self.feature_map_ is None and isinstance(X, np.ndarray) and not streamed:
+            self._kernel_fit = centring_equivalent(self._k(), X)
         self.n_features_in_ = X.shape[1]
         self.n_samples_ = N
         self._spectrum_cache: tuple[Array, Array] | None = None
@@ -519,7 +523,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         elif self._matrix_free(N):
             from .matfree import KernelOperator
 
-            op = KernelOperator(X, Linear() if self.kernel is None else self.kernel, center=True,
+            op = KernelOperator(X, self._k(), center=True,
                                 device=self.device, progress=bool(self.progress))
             self._diag_scale = float(np.mean(op.diag()))
             self._row_means = op.row_means_
@@ -885,6 +889,16 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         return new
 
     # ------------------------------------------------------------ helpers
+    def _k(self) -> Any:
+        """The kernel of the fitted dual: ``kernel`` (``Linear()`` if None), or for a linear
+        kernel on data far from the origin one with the same centred values, computed from
+        the data's middle (:func:`mvkm.kernels.centring_equivalent`): every value the model
+        reads is centred, so an offset of the data costs no digits."""
+        fitted = getattr(self, "_kernel_fit", None)
+        if fitted is not None:
+            return fitted
+        return Linear() if self.kernel is None else self.kernel
+
     def _gram(self, X: Array, Y: Array | None) -> Array:
         """Uncentred kernel matrix k(X, Y) of the dual (Y=None: X with itself)."""
         if self.feature_map_ is not None:
@@ -892,7 +906,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             G = F if Y is None else check_array(self.feature_map_.transform(Y),
                                                 "feature_map.transform(X_fit)")
             return F @ G.T
-        kernel = Linear() if self.kernel is None else self.kernel
+        kernel = self._k()
         K = np.asarray(kernel(X, Y), dtype=np.float64)
         expected = (X.shape[0], X.shape[0] if Y is None else Y.shape[0])
         if K.shape != expected:
@@ -906,7 +920,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if self.feature_map_ is not None:
             F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
             return features_triangle(F)
-        kernel = Linear() if self.kernel is None else self.kernel
+        kernel = self._k()
         if isinstance(kernel, Kernel):
             return kernel_triangle(kernel, X)
         return GramTriangle(np.ascontiguousarray(check_symmetric(self._gram(X, None), "K")))
@@ -1191,7 +1205,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if self.feature_map_ is not None:
             F = _checked_features(self.feature_map_, X)
             return np.einsum("ij,ij->i", F, F)
-        kernel = Linear() if self.kernel is None else self.kernel
+        kernel = self._k()
         if hasattr(kernel, "diag"):
             return np.asarray(kernel.diag(X), dtype=np.float64)
         return np.array([float(np.asarray(kernel(X[i:i + 1], X[i:i + 1]))[0, 0])
