@@ -68,3 +68,69 @@ def test_data_near_the_origin_use_the_kernel_as_given():
     assert repr(moved) == "Linear()"
     Kc = mvkm.center_gram(moved(X + 1e8))
     np.testing.assert_allclose(Kc, mvkm.center_gram(X @ X.T), atol=1e-6)
+
+
+# --- Views on different scales (issue 35, item 1) ---------------------------
+
+def _same_up_to_sign(a, b, rtol):
+    s = np.sign(np.sum(a * b, axis=0))
+    np.testing.assert_allclose(a * s, b, atol=rtol * np.abs(b).max())
+
+
+@pytest.mark.parametrize("solver", ["dense", "lanczos"])
+@pytest.mark.parametrize("scale", [1e-50, 1e8, 1e16, 1e50])
+def test_two_views_on_different_scales(scale, solver):
+    # before: view 0's scores 5e-9 off at 1e8, 47 % at 1e16, all zero at 1e50
+    # (dense); "n_components=2 is larger than the number of positive
+    # eigenvalues of Omega (1)" from 1e8 on (Lanczos). With two views the
+    # problem is invariant: lambda scales by `scale`, view 0's scores too.
+    ref = MultiViewKPLS(2).fit([X, Y])
+    e0, e1 = ref.transform([X, Y])
+    m = MultiViewKPLS(2, solver=solver, random_state=0).fit([X * scale, Y])
+    f0, f1 = m.transform([X * scale, Y])
+    np.testing.assert_allclose(m.eigenvalues_, ref.eigenvalues_ * scale,
+                               rtol=1e-12)
+    _same_up_to_sign(f0 / scale, e0, 1e-12)
+    _same_up_to_sign(f1, e1, 1e-12)
+
+
+@pytest.mark.parametrize("formulation", ["dual", "primal"])
+@pytest.mark.parametrize("scale", [1e8, 1e16, 1e50])
+def test_a_small_view_among_large_ones_keeps_its_digits(scale, formulation):
+    # with three views the problem is not scale invariant; the check is the
+    # eigen-equation's block row of the small view, e_1 = K_c,1 (e_0 + e_2) / lambda,
+    # computed here from the large views' scores (accurate to eps)
+    import warnings
+
+    Z = rng.standard_normal((40, 2))
+    views = [X * scale, Y, Z * scale]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = MultiViewKPLS(2, formulation=formulation).fit(views)
+    e = m.transform(views)
+    Yc = Y - Y.mean(axis=0)
+    ref = (Yc @ Yc.T) @ (e[0] + e[2]) / m.eigenvalues_
+    _same_up_to_sign(e[1], ref, 1e-12)
+
+
+def test_three_views_on_different_scales_leave_the_lanczos_route_saying_so():
+    Z = rng.standard_normal((40, 2))
+    with pytest.warns(UserWarning, match="differ in scale by"):
+        m = MultiViewKPLS(2, solver="lanczos").fit([X * 1e8, Y, Z])
+    d = MultiViewKPLS(2, solver="dense").fit([X * 1e8, Y, Z])
+    np.testing.assert_allclose(m.eigenvalues_, d.eigenvalues_, rtol=1e-12)
+
+
+def test_a_constant_view_is_named_on_the_lanczos_route():
+    # before: "Omega is zero: every kernel matrix is zero", although view 0's
+    # kernel matrix is not zero
+    with pytest.raises(ValueError, match=r"views\[1\] is zero"):
+        MultiViewKPLS(2, kernels=[mvkm.RBF(1.0), Linear()],
+                      solver="lanczos").fit([X, np.full((40, 2), 3.7)])
+
+
+def test_a_view_constant_up_to_round_off_is_reported():
+    # before: eigenvalues of 1e-15 and scores, without a word
+    noisy = 3.7 * (1.0 + 1e-15 * rng.standard_normal((40, 2)))
+    with pytest.warns(UserWarning, match=r"views\[1\] varies by only"):
+        MultiViewKPLS(2).fit([X, noisy])
