@@ -585,6 +585,11 @@ class MultiViewRKM(BaseEstimator):
         else:
             self._fit_dual(s, n)
         self.eigenvalues_ = _checked_gamma_spectrum(self.Gamma_)
+        # At a stationary point Gamma = sum_v U_v^T U_v (eqs. (5)-(6)); then the latent
+        # equation with missing views is solved from the given views' own terms (no
+        # subtraction from Gamma). Not so with rescale=False (U^T U = I).
+        residual = self.Gamma_ - sum(self._UtU, np.zeros_like(self.Gamma_))
+        self._stationary = bool(np.linalg.norm(residual) <= 1e-6 * np.linalg.norm(self.Gamma_))
         return self
 
     def fit_transform(self, views: Sequence[ArrayLike], y: Any = None) -> NDArray[np.float64]:
@@ -876,11 +881,25 @@ class MultiViewRKM(BaseEstimator):
             if X.shape[1] != self.view_dims_[v]:
                 raise ValueError(f"views[{v}] has {X.shape[1]} columns, "
                                  f"expected {self.view_dims_[v]} as in fit")
-        M = self.Gamma_ - sum((self._UtU[v] for v in range(self.n_views_) if Xs[v] is None),
-                              np.zeros_like(self.Gamma_))
+        missing = [v for v in range(self.n_views_) if Xs[v] is None]
+        if missing and self._stationary:
+            # Gamma - sum over the missing views = sum over the given ones, computed from
+            # their own terms: a given view that carries a small share of Gamma keeps its
+            # digits (by subtraction: 4e-3 relative error at a share of 1e-6, 86 % at 1e-8)
+            M = sum((self._UtU[v] for v in given), np.zeros_like(self.Gamma_))
+        else:
+            M = self.Gamma_ - sum((self._UtU[v] for v in missing), np.zeros_like(self.Gamma_))
+            lost = np.finfo(float).eps * np.linalg.norm(self.Gamma_) / max(
+                np.linalg.norm(M), np.finfo(float).tiny)
+            if missing and lost > 1e-8:
+                warnings.warn(
+                    f"the given views {given} carry a share of {1 / lost * np.finfo(float).eps:.1e} "
+                    "of Gamma, and this model is not at a stationary point (rescale=False), so "
+                    "Gamma - sum of U_v^T U_v over the missing views is formed by subtraction: "
+                    f"the latent equation keeps about {max(0.0, -np.log10(lost)):.0f} digits",
+                    RuntimeWarning, stacklevel=3)
         cond = np.linalg.cond(M)
         if cond > 1e12:
-            missing = [v for v in range(self.n_views_) if Xs[v] is None]
             warnings.warn(
                 f"the given views {given} cannot determine the {M.shape[0]} latent components: "
                 f"Gamma - sum of U_v^T U_v over the missing views {missing} has condition number "

@@ -134,3 +134,37 @@ def test_a_view_constant_up_to_round_off_is_reported():
     noisy = 3.7 * (1.0 + 1e-15 * rng.standard_normal((40, 2)))
     with pytest.warns(UserWarning, match=r"views\[1\] varies by only"):
         MultiViewKPLS(2).fit([X, noisy])
+
+
+# --- Inference from a view with a small share (issue 35, item 3) ------------
+
+def _two_views(n=60):
+    r = np.random.default_rng(1)
+    Z = r.standard_normal((n, 2))
+    A = Z @ r.standard_normal((2, 4)) + 0.1 * r.standard_normal((n, 4))
+    B = Z @ r.standard_normal((2, 3)) + 0.1 * r.standard_normal((n, 3))
+    return A, B
+
+
+@pytest.mark.parametrize("formulation", ["primal", "dual"])
+@pytest.mark.parametrize("scale", [1e-4, 1e-6, 1e-8])
+def test_inference_from_a_view_with_a_small_share(scale, formulation):
+    # before: 4e-7 relative error at 1e-4, 4e-3 at 1e-6, 86 % at 1e-8
+    # (Gamma - U_1^T U_1 formed by subtraction). The reference solves the
+    # latent equation (U_0^T U_0) h = U_0^T phi_0(x) from the given view alone.
+    from mvkm import MultiViewRKM
+
+    A, B = _two_views()
+    A = A * scale
+    kw = {} if formulation == "primal" else dict(kernels=[Linear(), Linear()])
+    m = MultiViewRKM(2, formulation=formulation, **kw).fit([A, B])
+    h = m.transform([A, None])
+    Ac = A - A.mean(axis=0)
+    if formulation == "primal":
+        U0 = m.U_[0]
+        ref = np.linalg.solve(U0.T @ U0, (Ac @ U0).T).T
+    else:
+        H, K0 = m.H_, Ac @ Ac.T                     # centred linear kernel
+        ref = np.linalg.solve(H.T @ K0 @ H, (K0 @ H).T).T
+    # a 2 x 2 system of condition ~10 from accurate terms: 1e-10
+    np.testing.assert_allclose(h, ref, atol=1e-10 * np.abs(ref).max())
