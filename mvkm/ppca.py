@@ -261,13 +261,17 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     eigenvalues_ : ndarray of shape (rank_,)
         :math:`\lambda_1 \ge \dots \ge \lambda_r > 0`, the non-zero eigenvalues
         of :math:`K_c` (and of :math:`\Phi_c^\top \Phi_c`), unnormalised. For
-        ``N > DENSE_MAX_N`` (dual) computed on first access (:math:`O(N^3)`, once),
-        and only those above the cut-off.
+        ``N > DENSE_MAX_N`` (dual) the fit computes only the top ``n_components_``
+        (and the trace), and this attribute holds those: reading it never starts
+        an :math:`O(N^3)` computation. ``B_`` and :meth:`sample` need every
+        eigenpair: they compute them once (with a warning, after a memory check
+        that raises ``MemoryError`` when they do not fit), and from then on this
+        attribute holds all of them, above the cut-off.
     eigenvectors_ : ndarray of shape (n_samples, rank_)
         :math:`E_r`, the matching eigenvectors of :math:`K_c`; the sign of each
         makes its largest-magnitude entry positive (:func:`mvkm.flip_signs`), in
-        both formulations, so primal and dual latents agree. Computed on first
-        access like ``eigenvalues_`` for ``N > DENSE_MAX_N``.
+        both formulations, so primal and dual latents agree. The top
+        ``n_components_`` only, like ``eigenvalues_``, for ``N > DENSE_MAX_N``.
     explained_variance_ratio_ : ndarray of shape (n_components_,)
         :math:`\lambda_p / \sum_{l} \lambda_l`, :math:`p \le q`. Its sum is the
         "explained variance" the source reports.
@@ -797,6 +801,20 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
                 E[sl] = (F - self.mean_) @ Vs
             self._spectrum_cache = (lam, E)
         if self._spectrum_cache is None:
+            n = self.n_samples_
+            # the uncentred matrix, LAPACK's copy of it and the eigenvectors, plus workspace
+            need = 3.0 * 8.0 * n * n + 8.0 * 32 * n
+            fits, avail = memory_verdict(need)
+            if not fits:
+                raise MemoryError(
+                    f"this needs every eigenpair of the {n} x {n} centred kernel matrix, an "
+                    f"O(N^3) eigendecomposition that needs about {gib(need)} ({gib(avail)} "
+                    "available); the fit computed only the top n_components_ (eigenvalues_, "
+                    "eigenvectors_): fit on fewer samples to sample or read B_")
+            warnings.warn(
+                f"computing every eigenpair of the {n} x {n} centred kernel matrix (O(N^3), "
+                f"about {gib(need)}; the fit kept only the top n_components_): done once, "
+                "then kept", UserWarning, stacklevel=3)
             K_c = center_gram(self.K_fit_, copy=False)
             evals, evecs = scipy.linalg.eigh(K_c)
             evals, evecs = evals[::-1], evecs[:, ::-1]
@@ -807,14 +825,26 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self._spectrum_cache = (np.ascontiguousarray(evals), np.ascontiguousarray(evecs))
         return self._spectrum_cache
 
+    def _top_only(self) -> bool:
+        """Whether the fit kept only the top n_components_ eigenpairs (a dual with N >
+        DENSE_MAX_N whose whole spectrum has not been computed since)."""
+        check_is_fitted(self, "sigma2_")
+        return self._spectrum_cache is None and self.formulation == "dual"
+
     @property
     def eigenvalues_(self) -> Array:
-        r""":math:`\lambda_1 \ge \dots \ge \lambda_r`, shape (rank_,) (see the class notes)."""
+        r""":math:`\lambda_1 \ge \dots \ge \lambda_r`, shape (rank_,), or the top
+        ``n_components_`` after a dual fit on ``N > DENSE_MAX_N`` (see the class notes)."""
+        if self._top_only():
+            return self._lam_q.copy()
         return self._spectrum()[0]
 
     @property
     def eigenvectors_(self) -> Array:
-        """:math:`E_r`, shape (n_samples, rank_) (see the class notes)."""
+        """:math:`E_r`, shape (n_samples, rank_), or the top ``n_components_`` columns after
+        a dual fit on ``N > DENSE_MAX_N`` (see the class notes)."""
+        if self._top_only():
+            return self._E_q.copy()
         return self._spectrum()[1]
 
     @property

@@ -292,10 +292,13 @@ class MultiViewRKM(BaseEstimator):
         with a Nystrom warm start). ``"dense"`` keeps the upper triangle of
         each kernel view's matrix (and of their sum) and centres implicitly,
         as :func:`mvkm.linalg.kernel_top_eigh` does (:mod:`mvkm._gram`).
-        ``"auto"``: ``"none"`` when one ``n x n`` float64 matrix would exceed
-        4 GiB (``n`` above about 23,000), when a ``device`` is given, or when
-        the dense route's estimated peak memory exceeds 90 % of the available
-        memory; else ``"dense"``. ``"dense"`` (or ``"auto"`` with the Stiefel
+        ``"auto"``: ``"none"`` when a single view's ``n x n`` float64 matrix
+        would exceed 4 GiB (``n`` above about 23,000; its matrix-free route,
+        Nystrom-started, is then the faster), when a ``device`` is given, or
+        when the dense route's estimated peak memory exceeds 90 % of the
+        available memory (the room under a cgroup or ``ulimit -v`` included);
+        else ``"dense"`` (several views stay dense while they fit: their
+        matrix-free route recomputes every view's tiles in every product). ``"dense"`` (or ``"auto"`` with the Stiefel
         solver) raises a ``MemoryError`` giving the estimate when it does not
         fit. ``"none"`` only with ``solver="eig"``.
     copy_X : bool, default=True
@@ -488,10 +491,16 @@ class MultiViewRKM(BaseEstimator):
         if self.kernel_storage == "none":
             return True
         can_stream = self.solver == "eig"
-        if self.kernel_storage == "auto" and can_stream and (
-                self.device is not None or 8.0 * n * n > _DENSE_KERNEL_BYTES):
-            return True
         kernels = [k for k in self._kernels if k is not None]
+        # One kernel view above 4 GiB: the matrix-free route (a Nystrom-started block
+        # iteration, matfree_top_eigh) beats building the matrix. With several views the
+        # matrix-free route is a subspace iteration on the sum, every product recomputing
+        # every view's tiles: at n = 30,000 with two RBF views it did not finish in 600 s,
+        # where the dense route took 219 s. So several views stay dense while they fit.
+        if self.kernel_storage == "auto" and can_stream and (
+                self.device is not None
+                or (8.0 * n * n > _DENSE_KERNEL_BYTES and self.n_views_ == 1)):
+            return True
         dense_copy = (self.solver != "eig" or n <= _AUTO_DENSE_MAX_N
                       or s > _AUTO_DENSE_FRACTION * n)
         need = dense_dual_bytes(n, kernels, n_feature_views=self.n_views_ - len(kernels),
@@ -623,10 +632,13 @@ class MultiViewRKM(BaseEstimator):
             return A, np.diag(lam)
         from .stiefel import maximize_trace  # torch is imported only for Stiefel training
 
-        if not callable(B) and not float(np.max(np.abs(B))) < _STIEFEL_MAX_SCALE:
+        # max |B_ij| by two reductions, without an n x n temporary (np.abs(B) was one more
+        # matrix at the route's peak)
+        top = None if callable(B) else max(float(np.max(B)), -float(np.min(B)))
+        if top is not None and not top < _STIEFEL_MAX_SCALE:
             raise ValueError(
                 f"the {'kernel' if self.formulation == 'dual' else 'covariance'} matrix has entries "
-                f"up to {float(np.max(np.abs(B))):.3g}, beyond {_STIEFEL_MAX_SCALE:.0e}: the Stiefel "
+                f"up to {top:.3g}, beyond {_STIEFEL_MAX_SCALE:.0e}: the Stiefel "
                 "solver's squared norms would overflow float64; rescale the views (e.g. "
                 "sklearn.preprocessing.StandardScaler) or use solver='eig'")
         A_prime, history = maximize_trace(
