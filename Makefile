@@ -49,7 +49,7 @@ test: $(STAMP)
 # what `pip install mvkm` users get is tested with them on the other Pythons.
 PACKAGE_TESTS := $(addsuffix .py,$(addprefix tests/test_,bad_inputs boundary covariance datasets edges_kernels \
                  evaluation features gram_compact hard_spectra kernels kpls linalg matfree optional plotting ppca \
-                 preimage reliability rkm sklearn_checks smm stiefel validation))
+                 memory_guard offsets ownership preimage reliability rkm sklearn_checks smm stiefel validation))
 # Python versions for test-wheel: pyenv's interpreters where they are, else from PATH.
 WHEEL_VERSIONS ?= 3.12 3.13
 wheel_python = $(or $(firstword $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1))),python$(1))

@@ -253,28 +253,84 @@ def features_triangle(P: Array, *, center: bool = True) -> GramTriangle:
 
 
 # ---------------------------------------------------------------- memory guard
-def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (``MemAvailable`` of
-    ``/proc/meminfo``, or psutil's ``available``); ``None`` when unknown."""
-    try:
-        import psutil  # type: ignore[import-untyped]
-
-        return int(psutil.virtual_memory().available)
-    except Exception:
-        pass
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+def _cgroup_room() -> int | None:
+    """Bytes left under this process's cgroup memory limit (v2 or v1); ``None`` if unlimited."""
+    pairs = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+             ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+              "/sys/fs/cgroup/memory/memory.usage_in_bytes"))
+    for limit_file, usage_file in pairs:
+        try:
+            with open(limit_file) as fh:
+                raw = fh.read().strip()
+            if raw == "max":
+                return None
+            limit = int(raw)
+            if limit >= 1 << 60:              # cgroup v1's "unlimited"
+                return None
+            with open(usage_file) as fh:
+                usage = int(fh.read().strip())
+            return max(limit - usage, 0)
+        except (OSError, ValueError):
+            continue
     return None
 
 
+def _address_space_room() -> int | None:
+    """Bytes left under ``ulimit -v`` (RLIMIT_AS), from this process's virtual size."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY or soft < 0:
+            return None
+        with open("/proc/self/statm") as fh:
+            size = int(fh.read().split()[0]) * resource.getpagesize()
+        return max(int(soft) - size, 0)
+    except (ImportError, OSError, ValueError):
+        return None
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation; ``None`` when unknown.
+
+    The smallest of: the machine's ``MemAvailable`` (``/proc/meminfo``, or psutil's
+    ``available``), the room left under the process's cgroup limit (a container,
+    a Binder pod: ``memory.max`` minus ``memory.current``, or cgroup v1's files)
+    and the room left under ``ulimit -v`` (RLIMIT_AS minus the virtual size).
+    """
+    machine: int | None = None
+    try:
+        import psutil  # type: ignore[import-untyped]
+
+        machine = int(psutil.virtual_memory().available)
+    except Exception:
+        try:
+            with open("/proc/meminfo") as fh:
+                for line in fh:
+                    if line.startswith("MemAvailable:"):
+                        machine = int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            pass
+    rooms = [r for r in (machine, _cgroup_room(), _address_space_room()) if r is not None]
+    return min(rooms) if rooms else None
+
+
+#: Columns of the largest working set besides the matrices (the Lanczos basis, 300
+#: vectors, and its products), in units of ``8 n`` bytes.
+_WORKSPACE_COLUMNS = 320
+
+
 def triangle_bytes(n: int) -> float:
-    """Memory a triangle commits: half of ``8 n^2`` (its tiles on the diagonal aside)."""
-    return 4.0 * n * (n + _ROWS)
+    """Memory a stored kernel matrix takes: the whole ``8 n^2``.
+
+    A triangle writes only its upper half, but the ``n x n`` array is allocated
+    whole: an allocation counts it under an address-space limit (``ulimit -v``) and
+    where the system does not overcommit, and numpy's "Unable to allocate" is
+    raised for the whole array. (The estimate counted half and was half the
+    measured peak.)
+    """
+    return 8.0 * n * n
 
 
 def dense_dual_bytes(n: int, kernels: Sequence[Any], *, n_feature_views: int = 0,
@@ -291,7 +347,7 @@ def dense_dual_bytes(n: int, kernels: Sequence[Any], *, n_feature_views: int = 0
     from .kernels import Laplacian, RBF
 
     per = [triangle_bytes(n) if isinstance(k, (RBF, Laplacian)) else 8.0 * n * n for k in kernels]
-    total = sum(per)
+    total = sum(per) + 8.0 * n * _WORKSPACE_COLUMNS
     if not kernels or (len(kernels) + n_feature_views > 1 and not sum_in_place):
         total += triangle_bytes(n)
     if dense_copy:

@@ -458,3 +458,20 @@ def gram_of_view(kernel: Any, X: Any, name: str) -> Any:
         return kernel(X)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from exc
+
+
+def own_copy(stored: Any, given: Any, copy: bool) -> Any:
+    """``stored`` (a validated form of the caller's ``given``), copied if the two share memory.
+
+    A fitted model keeps its training data; with ``copy=True`` (the estimators'
+    ``copy_X``) an edit of the caller's array afterwards cannot change it.
+    Validation already made a new array where it converted or reordered the
+    input, so only an array that is the caller's own memory is copied.
+    Memory-mapped and dask arrays are kept as they are: they are passed to
+    avoid loading the data, and a streamed fit reads them chunk by chunk.
+    """
+    if not copy or not isinstance(stored, np.ndarray) or isinstance(stored, np.memmap):
+        return stored
+    if isinstance(given, np.ndarray) and np.may_share_memory(stored, given):
+        return stored.copy()
+    return stored

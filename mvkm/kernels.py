@@ -82,6 +82,35 @@ def _refine_cancelled(D: NDArray[np.float64], X: NDArray[np.float64], Y: NDArray
         D[r, c] = np.einsum("ij,ij->i", diff, diff)
 
 
+#: The largest error of an RBF exponent left unrefined: the kernel value's relative error.
+_RBF_EXPONENT_TOL = 1e-12
+#: Exponents below minus this are kernel values under 1e-17 of k(x, x) = 1: not refined.
+_RBF_NEGLIGIBLE = 40.0
+
+
+def _refine_exponent(T: NDArray[np.float64], Z: NDArray[np.float64], W: NDArray[np.float64],
+                     hz: NDArray[np.float64], hw: NDArray[np.float64], err: float) -> None:
+    """Recompute, in place, the RBF exponents of ``T`` whose expansion is not accurate.
+
+    ``T`` holds :math:`z_i^\top w_j - |z_i|^2/2 - |w_j|^2/2`, with an absolute
+    error of about ``err * (hz_i + hw_j)``. Entries where that bound exceeds
+    ``_RBF_EXPONENT_TOL`` and the exponent may be above ``-_RBF_NEGLIGIBLE``
+    become :math:`-|z_i - w_j|^2 / 2` from the differences (exactly symmetric:
+    the difference of a pair is negated, not rounded differently).
+    """
+    slack = err * (float(hz.max()) + float(hw.max()))
+    rows, cols = np.nonzero(T > -(_RBF_NEGLIGIBLE + slack))
+    if rows.size == 0:
+        return
+    keep = err * (hz[rows] + hw[cols]) > _RBF_EXPONENT_TOL
+    rows, cols = rows[keep], cols[keep]
+    for start in range(0, rows.size, _REFINE_CHUNK):
+        r = rows[start : start + _REFINE_CHUNK]
+        c = cols[start : start + _REFINE_CHUNK]
+        diff = Z[r] - W[c]
+        T[r, c] = -0.5 * np.einsum("ij,ij->i", diff, diff)
+
+
 def _tiled_product(X: NDArray[np.float64], Y: NDArray[np.float64] | None, finish) -> NDArray[np.float64]:
     """The matrix whose tile ``(I, J)`` is ``finish`` applied to ``X[I] @ Y[J].T``.
 
@@ -313,6 +342,56 @@ def _check_finite_gram(K: NDArray[np.float64], kernel: "Kernel") -> NDArray[np.f
     return K
 
 
+class _OriginShiftedLinear(Linear):
+    r"""The linear kernel of data moved to a new origin: :math:`(x - c)^\top (y - c)`.
+
+    It differs from :math:`x^\top y` by :math:`-c^\top x - c^\top y + c^\top c`, a
+    function of one argument plus a function of the other, which double centring
+    removes exactly: the centred Gram matrix, its eigenpairs and centred test rows
+    are those of the linear kernel. Computed near the data's middle they keep the
+    digits that an offset (data near :math:`10^8`) would cancel. Internal: the
+    estimators use it in place of ``Linear()`` where they only read centred values
+    (:func:`centring_equivalent`); its ``repr`` is ``Linear()``.
+    """
+
+    def __init__(self, origin: NDArray[np.float64]) -> None:
+        self.origin = origin
+
+    def __repr__(self) -> str:
+        return "Linear()"
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is type(self)
+                and np.array_equal(self.origin, other.origin))    # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.origin.tobytes()))
+
+    def _gram(self, X, Y):
+        return super()._gram(X - self.origin, None if Y is None else Y - self.origin)
+
+    def diag(self, X: ArrayLike) -> NDArray[np.float64]:
+        Xa = check_array(X, "X") - self.origin
+        return np.einsum("ij,ij->i", Xa, Xa)
+
+
+def centring_equivalent(kernel: "Kernel", X: NDArray[np.float64]) -> "Kernel":
+    """A kernel with the same centred Gram matrix as ``kernel`` on ``X``, computed accurately.
+
+    For ``Linear()`` on data whose middle lies far from the origin (beyond the
+    data's spread), the linear kernel of the data moved to that middle (a
+    coordinate-wise median of about 64 rows, as the radial kernels' shift); any
+    other kernel, or data near the origin, is returned as it is. Only for values
+    that are centred before use: the uncentred values differ.
+    """
+    if type(kernel) is not Linear:
+        return kernel
+    Xs, _, _ = _shift_to_middle(X, None)
+    if Xs is X:
+        return kernel
+    return _OriginShiftedLinear(X[0] - Xs[0])
+
+
 class _RadialKernel(Kernel):
     r"""A kernel of the distance :math:`\|x - y\|` with a length scale ``sigma``, equal to 1 at 0.
 
@@ -385,9 +464,12 @@ class RBF(_RadialKernel):
             return self._gram_rescaled(X, Y, s)
         # With z = x / sigma the exponent is z_i^T z_j - |z_i|^2/2 - |z_j|^2/2
         # = -|x_i - x_j|^2 / (2 sigma^2): per tile one product, one subtraction,
-        # a clip at 0 and an exp. No cancellation refinement is needed: an
-        # absolute error eps (|z_i|^2 + |z_j|^2) in the exponent changes the
-        # kernel by that relative amount, harmless (unlike under a square root).
+        # a clip at 0 and an exp. The expansion's absolute error in the exponent,
+        # about 4 eps (|z_i|^2 + |z_j|^2) / 2, is the kernel value's relative
+        # error: harmless for data within some 40 sigma of the shift (1e-12 or
+        # less), but 2e-4 for data spread 1e6 sigma (k(x, x) = 0.9998). Where
+        # that bound exceeds _RBF_EXPONENT_TOL and the kernel value is not
+        # negligible, the exponent is recomputed from the differences.
         if X is X0:                     # not shifted: the caller's arrays
             Z = X / self.sigma
             W = None if Y is None else Y / self.sigma
@@ -399,8 +481,14 @@ class RBF(_RadialKernel):
         hz = 0.5 * _row_norms(Z)
         hw = hz if W is None else 0.5 * _row_norms(W)
 
+        Wv = Z if W is None else W
+        err = 4.0 * np.finfo(float).eps        # exponent error per unit of hz + hw
+        refine = err * (float(hz.max()) + float(hw.max())) > _RBF_EXPONENT_TOL
+
         def finish(tile, I, J, diagonal):
             tile -= hz[I, None] + hw[None, J]
+            if refine:
+                _refine_exponent(tile, Z[I], Wv[J], hz[I], hw[J], err)
             np.minimum(tile, 0.0, out=tile)
             if diagonal:
                 np.fill_diagonal(tile, 0.0)

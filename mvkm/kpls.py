@@ -58,7 +58,7 @@ from sklearn.exceptions import NotFittedError
 
 from ._validation import check_array, check_random_state, check_symmetric, reset_fitted
 from ._validation import (atomic_fit, check_bool, check_dask_chunks, check_finite_result,
-                          check_map_output, gram_of_view)
+                          check_map_output, gram_of_view, own_copy)
 from .features import Identity
 from .covariance import (
     check_stream_params,
@@ -68,12 +68,32 @@ from .covariance import (
     map_rows,
 )
 from ._gram import GramTriangle, kernel_triangle
-from .kernels import Kernel, Linear, _center_test_rows, center_gram
+from .kernels import Kernel, Linear, _center_test_rows, center_gram, centring_equivalent
 from .linalg import ConvergenceWarning, sign_convention
 
 __all__ = ["MultiViewKPLS"]
 
 _DENSE_MAX = 1500  # solver="auto": the dense route up to V N = 1500
+
+
+def _warn_round_off_view(X: NDArray[np.float64], v: int) -> None:
+    """Warn if view ``v`` varies only at the round-off of its values (but is not constant).
+
+    Such a view's centred kernel holds the rounding of its entries; an exactly
+    constant view has a zero centred kernel, and the fit says so.
+    """
+    top = float(np.max(np.abs(X)))
+    spread = float(np.max(X.max(axis=0) - X.min(axis=0)))
+    if top > 0.0 and 0.0 < spread <= 1e3 * np.finfo(float).eps * top:
+        warnings.warn(
+            f"views[{v}] varies by only {spread / top:.1e} of its magnitude ({top:.3g}), at "
+            "the round-off of its values: its centred kernel, and the components it takes part "
+            "in, describe that rounding (remove the view, or check how it was computed)",
+            UserWarning, stacklevel=4)
+
+
+#: With more than two views, kernels whose scales differ by more than this leave the Lanczos route.
+_LANCZOS_MAX_SCALE_RATIO = 1e6
 
 
 def _lanczos_cap(k: int, n: int) -> int:
@@ -82,9 +102,21 @@ def _lanczos_cap(k: int, n: int) -> int:
 
 
 def _offdiag_sum(x: NDArray[np.float64], V: int) -> NDArray[np.float64]:
-    """:math:`E x` for ``x`` of shape (V N,) or (V N, m): each block becomes the sum of the others."""
+    """:math:`E x` for ``x`` of shape (V N,) or (V N, m): each block becomes the sum of the others.
+
+    Summed from the others (a prefix and a suffix sum), never as the total minus the block
+    itself: with views on different scales (one view's block 1e8 times the other's) that
+    difference cancels the small blocks' digits (at 1e16 half of them, at 1e50 all).
+    """
     xs = x.reshape(V, -1, *x.shape[1:])
-    return (xs.sum(axis=0)[None] - xs).reshape(x.shape)
+    out = np.zeros_like(xs)
+    for v in range(1, V):                  # out[v] = xs[0] + ... + xs[v - 1]
+        out[v] = out[v - 1] + xs[v - 1]
+    after = np.zeros_like(xs[0])
+    for v in range(V - 2, -1, -1):         # + xs[v + 1] + ... + xs[V - 1]
+        after += xs[v + 1]
+        out[v] += after
+    return out.reshape(x.shape)
 
 
 def _full(K: Any) -> NDArray[np.float64]:
@@ -290,6 +322,11 @@ class MultiViewKPLS(BaseEstimator):
         :math:`10^{-6}` relative); the eigenproblem is solved in float64.
     progress : bool or None, default=None
         A tqdm bar over the streamed passes (``None``: once a pass lasts 5 s).
+    copy_X : bool, default=True
+        Keep a copy of the training data, so that changing the caller's
+        array after ``fit`` cannot change the model. ``False`` keeps a
+        reference (saves the memory of one copy; the caller must then leave
+        the array unchanged). Memory-mapped and dask arrays are never copied.
 
     Attributes
     ----------
@@ -327,7 +364,8 @@ class MultiViewKPLS(BaseEstimator):
     def __init__(self, n_components: int | float = 10, kernels: Any = None, center: bool = True,
                  formulation: str = "dual", solver: str = "auto", random_state: Any = None,
                  *, tol: float = 1e-10, batch_size: int | None = None, device: Any = None,
-                 dtype: str = "float64", progress: bool | None = None) -> None:
+                 dtype: str = "float64", progress: bool | None = None,
+                 copy_X: bool = True) -> None:
         self.n_components = n_components
         self.kernels = kernels
         self.center = center
@@ -339,6 +377,7 @@ class MultiViewKPLS(BaseEstimator):
         self.device = device
         self.dtype = dtype
         self.progress = progress
+        self.copy_X = copy_X
 
     # -- validation -------------------------------------------------------------------------
     @staticmethod
@@ -369,6 +408,7 @@ class MultiViewKPLS(BaseEstimator):
         return out
 
     def _check_params(self, V: int) -> list[Any]:
+        check_bool(self.copy_X, "copy_X")
         nc = self.n_components
         if isinstance(nc, bool) or not isinstance(nc, (Integral, Real)):
             raise ValueError(f"n_components must be a positive int or a float in (0, 1), got {nc!r}")
@@ -439,7 +479,15 @@ class MultiViewKPLS(BaseEstimator):
         self.view_dims_ = [int(X.shape[1]) for X in Xs]
         self.n_features_in_ = int(sum(self.view_dims_))
         self.n_samples_ = N
-        self._X_fit = [None if isinstance(k, str) else X for X, k in zip(Xs, maps)]
+        self._X_fit = [None if isinstance(k, str) else own_copy(X, g, self.copy_X)
+                       for X, g, k in zip(Xs, views, maps)]
+        if self.center and not streamed:
+            for v, X in enumerate(Xs):
+                _warn_round_off_view(X, v)
+        if self.center and not streamed and self.formulation == "dual":
+            # a linear kernel far from the origin: the same centred values, from the middle
+            maps = [centring_equivalent(k, X) if isinstance(k, Kernel) else k
+                    for k, X in zip(maps, Xs)]
         self._maps = maps
         if streamed:
             lam, alphas, total = self._fit_primal_streamed(Xs, maps)
@@ -517,8 +565,24 @@ class MultiViewKPLS(BaseEstimator):
             rng = check_random_state(self.random_state)
             for v, (K, kernel) in enumerate(zip(Ks, kernels)):
                 _psd_probe(K, v, kernel, rng, scales[v])   # the dense route checks every eigenvalue
-            found = self._lanczos(Ks, int(self.n_components), max(scales))
-            if found is None:
+            tops = [float(np.abs(_diag(K)).max()) for K in Ks]
+            ratio = max(tops) / max(min(tops), np.finfo(float).tiny)
+            if V > 2 and ratio > _LANCZOS_MAX_SCALE_RATIO:
+                # two views are balanced exactly (_lanczos); with more, the D-norms of the
+                # smaller views fall below the round-off of the larger ones
+                warnings.warn(
+                    f"the views' centred kernel matrices differ in scale by {ratio:.1e} (largest "
+                    f"diagonal entries {min(tops):.3g} to {max(tops):.3g}): with V = {V} views the "
+                    "Lanczos route cannot resolve the smaller views; solving the dense symmetric "
+                    "problem instead (standardise the views, or scale their kernels, to keep the "
+                    "Lanczos route's memory)", UserWarning, stacklevel=3)
+                lam, alpha, total = self._dense([_full(K) for K in Ks], kernels, scales)
+                found = False
+            else:
+                found = self._lanczos(Ks, int(self.n_components), list(scales))
+            if found is False:
+                pass
+            elif found is None:
                 warnings.warn(
                     f"Lanczos did not converge in {_lanczos_cap(int(self.n_components), V * N)} steps (the top of "
                     "the spectrum is (nearly) degenerate, e.g. kernels close to the identity): solving the "
@@ -554,7 +618,9 @@ class MultiViewKPLS(BaseEstimator):
         checks it first (:func:`_check_psd_diagonal`, :func:`_psd_probe`). The
         iteration runs on D / c, c a power of two near the largest diagonal entry
         (scale invariance: kernels at 1e-150 would underflow every D-norm), and
-        the eigenpairs are scaled back. A new direction that loses all but
+        the eigenpairs are scaled back; with two views each kernel gets its own
+        c_v (the problem is invariant under it), so views on scales far apart keep
+        their digits. A new direction that loses all but
         1e-13 of its D-norm to the projection is treated as lying in the basis
         (an invariant subspace, e.g. kernels of rank below k), and so is one
         whose D-norm is at the round-off of D, ``100 N eps raw_scale`` per unit
@@ -568,12 +634,26 @@ class MultiViewKPLS(BaseEstimator):
         V, N = len(Ks), Ks[0].shape[0]
         n = V * N
         rng = check_random_state(self.random_state)
-        top = max(float(np.abs(_diag(K)).max()) for K in Ks)
-        c = math.ldexp(1.0, min(max(math.frexp(top)[1] - 1, -1000), 1000)) if top > 0.0 else 1.0
-        inv_c = 1.0 / c
+        raw = list(raw_scale) if isinstance(raw_scale, (list, tuple)) else [float(raw_scale)] * V
+
+        def power_of_two(top: float) -> float:
+            return math.ldexp(1.0, min(max(math.frexp(top)[1] - 1, -1000), 1000)) if top > 0.0 else 1.0
+
+        tops = [float(np.abs(_diag(K)).max()) for K in Ks]
+        if V == 2:
+            # Two views: each kernel is scaled by its own c_v. The problem is invariant:
+            # with K_v = c_v K'_v, lambda = lambda' sqrt(c_1 c_2) and alpha_v = alpha'_v /
+            # sqrt(c_v), so views on scales 1e50 apart cost no digits (one global c left
+            # the smaller view's D-norms below round-off: "n_components larger than the
+            # number of positive eigenvalues"). With V > 2 the problem is not invariant.
+            cs = [power_of_two(t) for t in tops]
+        else:
+            cs = [power_of_two(max(tops))] * V
+        inv_cs = [1.0 / c for c in cs]
 
         def D(x):
-            return np.concatenate([_times(K, x[v * N:(v + 1) * N]) for v, K in enumerate(Ks)]) * inv_c
+            return np.concatenate([_times(K, x[v * N:(v + 1) * N]) * inv_cs[v]
+                                   for v, K in enumerate(Ks)])
 
         Q = np.zeros((n, 0))
         Y = np.zeros((n, 0))
@@ -594,13 +674,27 @@ class MultiViewKPLS(BaseEstimator):
                 nrm2 = min(nrm2, 0.0)
             return p, Dp, nrm2
 
-        scale = max(sum(K.trace() if isinstance(K, GramTriangle) else float(np.trace(K)) for K in Ks) * 1e-13,
-                    100.0 * N * np.finfo(float).eps * raw_scale) * inv_c
+        # the round-off of D per unit length, view by view (each at its own scale)
+        traces = [K.trace() if isinstance(K, GramTriangle) else float(np.trace(K)) for K in Ks]
+        eps = float(np.finfo(float).eps)
+        if V == 2:
+            floors = np.array([max(t * 1e-13, 100.0 * N * eps * r) * ic
+                               for t, r, ic in zip(traces, raw, inv_cs)])
+        else:
+            floors = np.full(V, max(sum(traces) * 1e-13, 100.0 * N * eps * max(raw)) * inv_cs[0])
+
+        def below_roundoff(p, nrm2):
+            return nrm2 <= float(floors @ np.einsum("vi,vi->v", p.reshape(V, N), p.reshape(V, N)))
         # float32 kernels (dtype='float32') resolve residuals to about 1e-6 lambda_1, not below
         tol = max(self.tol, 1e-5) if getattr(Ks[0], "dtype", None) == np.float32 else self.tol
         p, Dp, nrm2 = extend(_offdiag_sum(D(rng.standard_normal(n)), V))
         if nrm2 <= 0:
-            raise ValueError("Omega is zero: every kernel matrix is zero")
+            zero = [v for v, t in enumerate(traces) if not t > 0.0]
+            raise ValueError(
+                f"Omega has no positive eigenvalue: the centred kernel matrix of "
+                f"{', '.join(f'views[{v}]' for v in zero) or 'every view'} is zero (a constant "
+                "view, or values so small that their products underflow), and Omega pairs each "
+                "view only with the others")
         Q, Y = (p / np.sqrt(nrm2))[:, None], (Dp / np.sqrt(nrm2))[:, None]
         m_check = min(n, 2 * k + 20)
         cap = _lanczos_cap(k, n)
@@ -608,9 +702,9 @@ class MultiViewKPLS(BaseEstimator):
         while True:
             while Q.shape[1] < m_check and not exhausted:
                 p, Dp, nrm2 = extend(_offdiag_sum(Y[:, -1], V))
-                if nrm2 <= scale * (p @ p):  # invariant subspace: restart in the complement
+                if below_roundoff(p, nrm2):  # invariant subspace: restart in the complement
                     p, Dp, nrm2 = extend(_offdiag_sum(D(rng.standard_normal(n)), V))
-                    if nrm2 <= scale * (p @ p):
+                    if below_roundoff(p, nrm2):
                         exhausted = True
                         break
                 Q = np.hstack([Q, (p / np.sqrt(nrm2))[:, None]])
@@ -633,7 +727,11 @@ class MultiViewKPLS(BaseEstimator):
                                                np.column_stack([D(r) for r in resid.T]))))
                 norms = np.sqrt(np.einsum("ij,ij->j", alpha, Dalpha))
                 if np.all(res <= tol * lam[0] * norms):
-                    return lam * c, alpha / (norms * math.sqrt(c))
+                    alpha = alpha / norms
+                    for v in range(V):
+                        alpha[v * N:(v + 1) * N] /= math.sqrt(cs[v])
+                    lam_scale = math.sqrt(cs[0] * cs[1]) if V == 2 else cs[0]
+                    return lam * lam_scale, alpha
                 if exhausted or Q.shape[1] >= n:
                     return None    # a basis that cannot grow, residuals too large: the dense route
             m_check = min(n, Q.shape[1] + k + 10)
@@ -660,6 +758,14 @@ class MultiViewKPLS(BaseEstimator):
         check_finite_result(C, "the cross-covariance of the features", "views")
         lam, W, total = self._primal_eig(C)
         es = [Phis[v] @ W[dims[v]:dims[v + 1]] for v in range(V)]     # scores e_v = Phi_v w_v
+        if V > 2:
+            # eigh resolves each w_v to eps |w|: a view on a scale 1e8 below the others has
+            # w_v that small and keeps ~8 digits. One pass of the eigen-equation's block
+            # rows, w_v = Phi_v^T sum_{u != v} e_u / lambda, recomputes it from the other
+            # views' accurate scores (a no-op, to round-off, for views on a common scale).
+            others = _offdiag_sum(np.vstack(es), V) / lam
+            W = np.vstack([Phis[v].T @ others[v * N:(v + 1) * N] for v in range(V)])
+            es = [Phis[v] @ W[dims[v]:dims[v + 1]] for v in range(V)]
         return self._primal_finish(lam, W, np.vstack(es), dims, total)
 
     def _primal_eig(self, C: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:

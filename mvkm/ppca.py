@@ -81,7 +81,7 @@ from ._validation import (
     check_symmetric,
     reset_fitted,
 )
-from ._validation import atomic_fit, check_bool, check_dask_chunks, check_map_output
+from ._validation import atomic_fit, check_bool, check_dask_chunks, check_map_output, own_copy
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
@@ -101,7 +101,8 @@ from ._gram import (
     kernel_triangle,
     memory_verdict,
 )
-from .kernels import Kernel, Linear, Polynomial, _center_test_rows, center_gram, uncenter_kernel_values
+from .kernels import (Kernel, Linear, Polynomial, _center_test_rows, center_gram,
+                      centring_equivalent, uncenter_kernel_values)
 from .linalg import flip_signs, sign_convention, top_eigh
 from .preimage import kernel_smoother, stable_kernel_smoother
 
@@ -227,6 +228,11 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         90 % of the available memory; ``"dense"`` then raises a ``MemoryError``
         giving the estimate.
         ``K_fit_``, ``eigenvalues_``, ``B_`` and :meth:`sample` still form it on use.
+    copy_X : bool, default=True
+        Keep a copy of the training data, so that changing the caller's
+        array after ``fit`` cannot change the model. ``False`` keeps a
+        reference (saves the memory of one copy; the caller must then leave
+        the array unchanged). Memory-mapped and dask arrays are never copied.
 
     Attributes
     ----------
@@ -255,13 +261,17 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
     eigenvalues_ : ndarray of shape (rank_,)
         :math:`\lambda_1 \ge \dots \ge \lambda_r > 0`, the non-zero eigenvalues
         of :math:`K_c` (and of :math:`\Phi_c^\top \Phi_c`), unnormalised. For
-        ``N > DENSE_MAX_N`` (dual) computed on first access (:math:`O(N^3)`, once),
-        and only those above the cut-off.
+        ``N > DENSE_MAX_N`` (dual) the fit computes only the top ``n_components_``
+        (and the trace), and this attribute holds those: reading it never starts
+        an :math:`O(N^3)` computation. ``B_`` and :meth:`sample` need every
+        eigenpair: they compute them once (with a warning, after a memory check
+        that raises ``MemoryError`` when they do not fit), and from then on this
+        attribute holds all of them, above the cut-off.
     eigenvectors_ : ndarray of shape (n_samples, rank_)
         :math:`E_r`, the matching eigenvectors of :math:`K_c`; the sign of each
         makes its largest-magnitude entry positive (:func:`mvkm.flip_signs`), in
-        both formulations, so primal and dual latents agree. Computed on first
-        access like ``eigenvalues_`` for ``N > DENSE_MAX_N``.
+        both formulations, so primal and dual latents agree. The top
+        ``n_components_`` only, like ``eigenvalues_``, for ``N > DENSE_MAX_N``.
     explained_variance_ratio_ : ndarray of shape (n_components_,)
         :math:`\lambda_p / \sum_{l} \lambda_l`, :math:`p \le q`. Its sum is the
         "explained variance" the source reports.
@@ -318,7 +328,8 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
                  kernel: Callable[..., Any] | None = None, feature_map: Any = None,
                  formulation: str = "dual", n_jobs: int | None = None, *,
                  batch_size: int | None = None, device: Any = None, dtype: str = "float64",
-                 progress: bool | None = None, kernel_storage: str = "auto") -> None:
+                 progress: bool | None = None, kernel_storage: str = "auto",
+                 copy_X: bool = True) -> None:
         self.n_components = n_components
         self.sigma2 = sigma2
         self.kernel = kernel
@@ -330,10 +341,12 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         self.dtype = dtype
         self.progress = progress
         self.kernel_storage = kernel_storage
+        self.copy_X = copy_X
 
     # ------------------------------------------------------------------ fit
     def _check_params(self) -> None:
         check_bool(self.progress, "progress", allow_none=True)
+        check_bool(self.copy_X, "copy_X")
         if self.formulation not in _FORMULATIONS:
             raise ValueError(f"formulation must be 'primal' or 'dual', got {self.formulation!r}")
         if self.n_components is not None and self.sigma2 is not None:
@@ -463,6 +476,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         return True
 
     def _fit(self, X: ArrayLike) -> "KernelPPCA":
+        given = X
         streamed = self._streamed(X)
         if is_dask_array(X):
             check_dask_chunks(X, "X")
@@ -477,7 +491,10 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if N < 2:
             raise ValueError(f"X must have at least 2 samples (rows) for KernelPPCA, got n_samples = {N}")
         self._fit_feature_map(X)
-        self.X_fit_ = X
+        self.X_fit_ = own_copy(X, given, self.copy_X)
+        self._kernel_fit = None
+        if self.feature_map_ is None and isinstance(X, np.ndarray) and not streamed:
+            self._kernel_fit = centring_equivalent(self._k(), X)
         self.n_features_in_ = X.shape[1]
         self.n_samples_ = N
         self._spectrum_cache: tuple[Array, Array] | None = None
@@ -510,7 +527,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         elif self._matrix_free(N):
             from .matfree import KernelOperator
 
-            op = KernelOperator(X, Linear() if self.kernel is None else self.kernel, center=True,
+            op = KernelOperator(X, self._k(), center=True,
                                 device=self.device, progress=bool(self.progress))
             self._diag_scale = float(np.mean(op.diag()))
             self._row_means = op.row_means_
@@ -784,6 +801,20 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
                 E[sl] = (F - self.mean_) @ Vs
             self._spectrum_cache = (lam, E)
         if self._spectrum_cache is None:
+            n = self.n_samples_
+            # the uncentred matrix, LAPACK's copy of it and the eigenvectors, plus workspace
+            need = 3.0 * 8.0 * n * n + 8.0 * 32 * n
+            fits, avail = memory_verdict(need)
+            if not fits:
+                raise MemoryError(
+                    f"this needs every eigenpair of the {n} x {n} centred kernel matrix, an "
+                    f"O(N^3) eigendecomposition that needs about {gib(need)} ({gib(avail)} "
+                    "available); the fit computed only the top n_components_ (eigenvalues_, "
+                    "eigenvectors_): fit on fewer samples to sample or read B_")
+            warnings.warn(
+                f"computing every eigenpair of the {n} x {n} centred kernel matrix (O(N^3), "
+                f"about {gib(need)}; the fit kept only the top n_components_): done once, "
+                "then kept", UserWarning, stacklevel=3)
             K_c = center_gram(self.K_fit_, copy=False)
             evals, evecs = scipy.linalg.eigh(K_c)
             evals, evecs = evals[::-1], evecs[:, ::-1]
@@ -794,14 +825,26 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self._spectrum_cache = (np.ascontiguousarray(evals), np.ascontiguousarray(evecs))
         return self._spectrum_cache
 
+    def _top_only(self) -> bool:
+        """Whether the fit kept only the top n_components_ eigenpairs (a dual with N >
+        DENSE_MAX_N whose whole spectrum has not been computed since)."""
+        check_is_fitted(self, "sigma2_")
+        return self._spectrum_cache is None and self.formulation == "dual"
+
     @property
     def eigenvalues_(self) -> Array:
-        r""":math:`\lambda_1 \ge \dots \ge \lambda_r`, shape (rank_,) (see the class notes)."""
+        r""":math:`\lambda_1 \ge \dots \ge \lambda_r`, shape (rank_,), or the top
+        ``n_components_`` after a dual fit on ``N > DENSE_MAX_N`` (see the class notes)."""
+        if self._top_only():
+            return self._lam_q.copy()
         return self._spectrum()[0]
 
     @property
     def eigenvectors_(self) -> Array:
-        """:math:`E_r`, shape (n_samples, rank_) (see the class notes)."""
+        """:math:`E_r`, shape (n_samples, rank_), or the top ``n_components_`` columns after
+        a dual fit on ``N > DENSE_MAX_N`` (see the class notes)."""
+        if self._top_only():
+            return self._E_q.copy()
         return self._spectrum()[1]
 
     @property
@@ -876,6 +919,16 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         return new
 
     # ------------------------------------------------------------ helpers
+    def _k(self) -> Any:
+        """The kernel of the fitted dual: ``kernel`` (``Linear()`` if None), or for a linear
+        kernel on data far from the origin one with the same centred values, computed from
+        the data's middle (:func:`mvkm.kernels.centring_equivalent`): every value the model
+        reads is centred, so an offset of the data costs no digits."""
+        fitted = getattr(self, "_kernel_fit", None)
+        if fitted is not None:
+            return fitted
+        return Linear() if self.kernel is None else self.kernel
+
     def _gram(self, X: Array, Y: Array | None) -> Array:
         """Uncentred kernel matrix k(X, Y) of the dual (Y=None: X with itself)."""
         if self.feature_map_ is not None:
@@ -883,7 +936,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             G = F if Y is None else check_array(self.feature_map_.transform(Y),
                                                 "feature_map.transform(X_fit)")
             return F @ G.T
-        kernel = Linear() if self.kernel is None else self.kernel
+        kernel = self._k()
         K = np.asarray(kernel(X, Y), dtype=np.float64)
         expected = (X.shape[0], X.shape[0] if Y is None else Y.shape[0])
         if K.shape != expected:
@@ -897,7 +950,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if self.feature_map_ is not None:
             F = check_array(self.feature_map_.transform(X), "feature_map.transform(X)")
             return features_triangle(F)
-        kernel = Linear() if self.kernel is None else self.kernel
+        kernel = self._k()
         if isinstance(kernel, Kernel):
             return kernel_triangle(kernel, X)
         return GramTriangle(np.ascontiguousarray(check_symmetric(self._gram(X, None), "K")))
@@ -1182,7 +1235,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if self.feature_map_ is not None:
             F = _checked_features(self.feature_map_, X)
             return np.einsum("ij,ij->i", F, F)
-        kernel = Linear() if self.kernel is None else self.kernel
+        kernel = self._k()
         if hasattr(kernel, "diag"):
             return np.asarray(kernel.diag(X), dtype=np.float64)
         return np.array([float(np.asarray(kernel(X[i:i + 1], X[i:i + 1]))[0, 0])

@@ -53,7 +53,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_array, check_positive, check_random_state, reset_fitted
-from ._validation import atomic_fit, check_bool
+from ._validation import atomic_fit, check_bool, own_copy
 from .kernels import Kernel, Linear
 from .linalg import ConvergenceWarning
 
@@ -710,6 +710,11 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         Seed of ``init="random"``.
     verbose : bool, default=False
         Print the objective after every alternation.
+    copy_X : bool, default=True
+        Keep a copy of the training data, so that changing the caller's
+        array after ``fit`` cannot change the model. ``False`` keeps a
+        reference (saves the memory of one copy; the caller must then leave
+        the array unchanged). Memory-mapped and dask arrays are never copied.
 
     Attributes
     ----------
@@ -754,7 +759,8 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
     def __init__(self, rank: int = 1, row_kernel: Kernel | None = None,
                  col_kernel: Kernel | None = None, C: float = 1.0, fit_intercept: bool = False,
                  max_iter: int = 300, tol: float = 1e-6, init: str = "svd",
-                 random_state: Any = None, verbose: bool = False) -> None:
+                 random_state: Any = None, verbose: bool = False,
+                 copy_X: bool = True) -> None:
         self.rank = rank
         self.row_kernel = row_kernel
         self.col_kernel = col_kernel
@@ -765,6 +771,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         self.init = init
         self.random_state = random_state
         self.verbose = verbose
+        self.copy_X = copy_X
 
     def __sklearn_tags__(self):  # noqa: D105 - scikit-learn's estimator tags
         tags = super().__sklearn_tags__()
@@ -773,6 +780,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
 
     # -- validation ---------------------------------------------------------
     def _check_params(self, d1: int, d2: int) -> None:
+        check_bool(self.copy_X, "copy_X")
         if isinstance(self.rank, bool) or not isinstance(self.rank, Integral):
             raise ValueError(f"rank must be an integer, got {self.rank!r}")
         if not 1 <= self.rank <= min(d1, d2):
@@ -952,7 +960,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         self.support_ = np.flatnonzero(beta)
         self.shape_ = (d1, d2)
         self.n_features_in_ = d1 * d2
-        self.X_fit_ = Xa
+        self.X_fit_ = own_copy(Xa, X, self.copy_X)
         return self
 
     @staticmethod

@@ -186,8 +186,9 @@ MUTANTS: list[Mutant] = [
         "inference: the missing views' U_v^T U_v are not subtracted from Gamma "
         "(eq. 7 not eliminated)",
         "rkm.py",
-        "        M = self.Gamma_ - sum((self._UtU[v]",
-        "        M = self.Gamma_ + 0 * sum((self._UtU[v]",
+        "            M = sum((self._UtU[v] for v in given), np.zeros_like(self.Gamma_))",
+        "            M = sum((self._UtU[v] for v in range(self.n_views_)), "
+        "np.zeros_like(self.Gamma_))",
         "MultiViewRKM transform / predict",
     ),
     # -- Part II: KernelPPCA -----------------------------------------------------------------------
@@ -246,8 +247,8 @@ MUTANTS: list[Mutant] = [
         "kpls_with_diagonal",
         "E = 1 1^T instead of 1 1^T - I: each view's own block kept in Omega",
         "kpls.py",
-        "    return (xs.sum(axis=0)[None] - xs).reshape(x.shape)\n",
-        "    return (xs.sum(axis=0)[None] + 0 * xs).reshape(x.shape)\n",
+        "    return out.reshape(x.shape)\n",
+        "    return (out + xs).reshape(x.shape)\n",
         "MultiViewKPLS (eigenproblem)",
     ),
     Mutant(
@@ -281,8 +282,10 @@ MUTANTS: list[Mutant] = [
         "kpls_lanczos_wrong_kernel",
         "the Lanczos operator D pairs block v with the kernel of view v + 1",
         "kpls.py",
-        "            return np.concatenate([_times(K, x[v * N:(v + 1) * N]) for v, K in enumerate(Ks)]) * inv_c\n",
-        "            return np.concatenate([_times(Ks[(v + 1) % V], x[v * N:(v + 1) * N]) for v in range(V)]) * inv_c\n",
+        "            return np.concatenate([_times(K, x[v * N:(v + 1) * N]) * inv_cs[v]\n"
+        "                                   for v, K in enumerate(Ks)])\n",
+        "            return np.concatenate([_times(Ks[(v + 1) % V], x[v * N:(v + 1) * N]) * inv_cs[v]\n"
+        "                                   for v in range(V)])\n",
         "MultiViewKPLS(solver='lanczos')",
     ),
     Mutant(

@@ -432,3 +432,22 @@ def test_kpls_lanczos_on_a_clustered_spectrum_matches_the_dense_route(sigma):
         lam = MultiViewKPLS(4, kernels=RBF(sigma), solver="lanczos", random_state=0).fit(views).eigenvalues_
     dense = MultiViewKPLS(4, kernels=RBF(sigma), solver="dense").fit(views).eigenvalues_
     np.testing.assert_allclose(lam, dense, rtol=1e-10)
+
+
+@pytest.mark.parametrize("spread", [1e2, 1e4, 1e6, 1e7])
+def test_rbf_is_exact_on_data_spread_far_wider_than_sigma(spread):
+    """Issue 35, item 2: with data spread 1e6 sigma, RBF(X, Y) gave
+    k(x, x) = 0.9990 for a point in both arguments, and relative errors of
+    1e-4-1e-3 for near pairs (the expansion's error in the exponent)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 3)) * spread
+    near = X[:50] + 0.5 * rng.standard_normal((50, 3))
+    Y = np.vstack([X[:50], near])
+    K = RBF(1.0)(X, Y)
+    diff = X[:, None, :] - Y[None, :, :]
+    ref = np.exp(-0.5 * np.einsum("ijk,ijk->ij", diff, diff))
+    # the promise: a relative error of at most 1e-12 (_RBF_EXPONENT_TOL, the
+    # exponent's error) except for values below 1e-17 of k(x, x) = 1
+    np.testing.assert_allclose(K, ref, rtol=1e-12, atol=1e-17)
+    G = RBF(1.0)(X)
+    assert np.array_equal(G, G.T) and np.all(np.diag(G) == 1.0)

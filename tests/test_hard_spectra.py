@@ -355,3 +355,26 @@ def test_long_lanczos_solves_show_progress(monkeypatch, route):
     np.testing.assert_array_equal(lam_auto, lam_off)
     with pytest.raises(TypeError, match="progress must be a bool"):
         solve(progress="no")
+
+
+@pytest.mark.parametrize("method", ["lanczos", "arpack"])
+@pytest.mark.parametrize("fold", [4, 6])
+def test_a_repeated_top_eigenvalue_with_the_spectrum_just_below(method, fold):
+    """Issue 35, item 5: a 6-fold 10 above 9, 8.97, ... at n = 300 came back
+    as [10, 10, 10, 10, 10, 9] (arpack) and [10, 10, 10, 10, 9, 8.97]
+    (lanczos): three products of the closing check could not lift the missed
+    copy's Ritz value above 9 when the complement's spectrum sits just below
+    it. Ten random bases per case."""
+    from mvkm import top_eigh
+
+    n = 300
+    below = 9.0 - np.arange(n - fold) * 8.0 / (n - fold)
+    spectrum = np.concatenate([np.full(fold, 10.0), below])
+    for seed in range(10):
+        Q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((n, n)))
+        K = (Q * spectrum) @ Q.T
+        K = 0.5 * (K + K.T)
+        w, V = top_eigh(K, fold, method=method, random_state=seed)
+        # the copies to the solvers' tolerance (1e-10 relative, 1e-8 here)
+        np.testing.assert_allclose(w, 10.0, rtol=1e-8)
+        np.testing.assert_allclose(V.T @ V, np.eye(fold), atol=1e-8)

@@ -286,9 +286,25 @@ def test_dual_from_top_q_and_the_trace_equals_the_full_eigendecomposition(monkey
     back = mvkm.KernelPPCA(sigma2=level, kernel=kern).fit(X)
     assert back.n_components_ == 4
     assert np.isclose(back.sigma2_ml_, dense.sigma2_, rtol=1e-9)
-    # the spectrum is computed on demand: eigenvalues_ and sample() still work
+    # issue 35, item 10: reading eigenvalues_ starts no O(N^3) computation: it holds the top
+    # q found by the fit; sample() computes the whole spectrum (saying so), and then
+    # eigenvalues_ holds all of it
+    assert np.allclose(top.eigenvalues_, dense.eigenvalues_[:4], rtol=1e-9)
+    assert top._spectrum_cache is None
+    with pytest.warns(UserWarning, match="every eigenpair"):
+        assert top.sample(3, random_state=0).shape == (3, 10)
     assert np.allclose(top.eigenvalues_, dense.eigenvalues_, rtol=1e-9, atol=1e-12 * dense.eigenvalues_[0])
-    assert top.sample(3, random_state=0).shape == (3, 10)
+
+
+def test_the_whole_spectrum_is_refused_when_it_does_not_fit(monkeypatch):
+    # issue 35, item 10: B_ at N = 30,000 died at 13.7 GiB in an unguarded eigh
+    X = np.random.default_rng(2).normal(size=(300, 3))
+    monkeypatch.setattr(mvkm.ppca, "DENSE_MAX_N", 100)        # the top-q route
+    top = mvkm.KernelPPCA(n_components=2, kernel=mvkm.RBF(2.0)).fit(X)
+    monkeypatch.setattr(mvkm.ppca, "memory_verdict", lambda need: (False, int(need / 10)))
+    with pytest.raises(MemoryError, match="O\\(N\\^3\\) eigendecomposition"):
+        top.B_
+    assert top.eigenvalues_.shape == (2,)                     # still readable
 
 
 def test_primal_keeps_no_n_by_n_matrix():
