@@ -456,6 +456,21 @@ def test_automatic_progress_bar_waits_past_the_first_chunk(monkeypatch):
     assert made and made[0]["delay"] == 0.0            # progress=True: at once
 
 
+def test_automatic_progress_bar_prints_nothing_before_its_delay(monkeypatch, capsys):
+    """Issue 33: a postfix drew the automatic bar at once (tqdm's set_postfix refreshes,
+    whatever the delay) and close() left the line: a 0.06 s matfree_top_eigh printed one."""
+    monkeypatch.delenv("MVKM_PROGRESS", raising=False)
+    bar = mvkm.covariance.progress_bar(None, "solver", None, unit="product")
+    bar.set_postfix(residual="1e-3")                   # before the first update: kept for later
+    bar.update(1)
+    bar.set_postfix(locked=0, residual="1e-15")
+    bar.set_postfix(refresh=True, residual="1e-16")    # as tqdm's own argument: still no refresh
+    bar.update(1)
+    bar.close()
+    assert capsys.readouterr().err == ""
+    assert bar.bar.postfix == "residual=1e-16"
+
+
 @pytest.mark.parametrize("solver", ["dense", "lanczos"])
 def test_kpls_dual_float32(solver):
     """dtype='float32' in the dual (it raised): float32 kernels, float64 eigenproblem.
