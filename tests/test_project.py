@@ -118,6 +118,18 @@ def test_makefile_installs_pinned_torch_before_the_package():
     assert "-W -n --keep-going" in text
 
 
+def test_the_version_is_set_once():
+    """Issue 33, item 8: mvkm/__init__.py's __version__; pyproject.toml reads it."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in meta["project"] and "version" in meta["project"]["dynamic"]
+    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "mvkm.__version__"}
+    versions = re.findall(r'^__version__ = "([^"]*)"$', (ROOT / "mvkm" / "__init__.py").read_text(), re.M)
+    assert len(versions) == 1, versions
+    assert re.fullmatch(r"\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?", versions[0]), versions[0]
+    for name in ("pyproject.toml", "README.md", "docs/package.md", "environment.yml", "postBuild", "Makefile"):
+        assert versions[0] not in (ROOT / name).read_text(), f"{name} repeats the version {versions[0]}"
+
+
 def test_book_renders_stored_outputs_and_book_full_executes():
     # `make book` renders the outputs nbval verified; `make book-full` rewrites exactly
     # this line of _config.yml to execute every notebook (issue 26, item 4).
