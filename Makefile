@@ -10,19 +10,27 @@
 #   make mutants  mutation check of the book, slow, not in CI (_build/mutants.md)
 #   make check-pages  the built pages measured in headless Chromium (Debian's
 #               chromium): nothing wider than its box (CI runs it after make book)
+#   make dist   the sdist and the wheel in dist/, checked by twine (README, "Publishing")
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.mvkm-installed
 
-.PHONY: book book-full test test-wheel env assignments mutants check-pages clean
+.PHONY: book book-full test test-wheel env assignments mutants check-pages dist clean
 
-# torch is installed first and pinned: a bare `torch` requirement would pull
-# a CUDA build of several GB; torch==2.13.0 resolves to the local CPU build.
+# torch is installed first and pinned, so that the package's `torch>=2.1` finds it
+# installed. From PyPI alone, pip resolves torch on Linux to the CUDA build (several GB,
+# with some 19 nvidia-* packages); PyTorch's own index holds the CPU build:
+#   make env TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# (pip then takes 2.13.0+cpu, which satisfies ==2.13.0). Empty by default: on the machine
+# the Makefile was written on, pip's configuration already resolves a local CPU build.
+TORCH_INDEX ?=
+TORCH_PIP_INDEX := $(if $(strip $(TORCH_INDEX)),--extra-index-url $(strip $(TORCH_INDEX)))
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet torch==2.13.0 $(TORCH_PIP_INDEX)
 	$(BIN)/python -m pip install --quiet -e ".[book,test]"
 	touch $(STAMP)
 
@@ -84,5 +92,14 @@ assignments: $(STAMP)
 mutants: $(STAMP)
 	$(BIN)/python tests/mutants.py --out _build/mutants.md
 
+# The sdist and the wheel, from this tree (the version is mvkm/__init__.py's __version__),
+# checked by twine; build and twine are installed into the environment on first use.
+# Publishing is then one command: $(BIN)/python -m twine upload dist/*
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m pip install --quiet build twine
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/python -m twine check --strict dist/*
+
 clean:
-	rm -rf _build $(VENV)
+	rm -rf _build dist $(VENV)

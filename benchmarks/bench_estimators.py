@@ -12,7 +12,7 @@ centred inside the Lanczos products, :mod:`mvkm._gram`). What is timed, on the
 same data, the same RBF kernel (sigma from the median heuristic, as in
 ``bench_kpca.py``) and 10 components:
 
-* ``kte``: ``kernel_top_eigh(RBF(sigma), X, 10)``, the floor;
+* ``kte``: ``kernel_top_eigh(X, RBF(sigma), 10)``, the floor;
 * ``rkm1``: ``MultiViewRKM(10, kernels=[RBF(sigma)], kernel_storage="dense").fit([X])``;
 * ``ppca``: ``KernelPPCA(10, kernel=RBF(sigma)).fit(X)`` (the top-q route, n > 2000);
 * ``rkm2``: ``MultiViewRKM(10, kernels=[RBF(sigma), RBF(sigma2)], kernel_storage="dense")``
@@ -91,7 +91,7 @@ def warm_memory(n: int, on: bool = True) -> None:
 def cases(X: np.ndarray, X2: np.ndarray, sigma: float, sigma2: float):
     gamma = 1.0 / (2.0 * sigma**2)
     return {
-        "kte": lambda: kernel_top_eigh(RBF(sigma), X, S)[0],
+        "kte": lambda: kernel_top_eigh(X, RBF(sigma), S)[0],
         "gram2": lambda: upper_gram(RBF(sigma2), X2)[0, :1],
         "rkm1": lambda: MultiViewRKM(S, kernels=[RBF(sigma)], kernel_storage="dense")
         .fit([X]).eigenvalues_,
@@ -165,7 +165,7 @@ def floor(name: str, n: int, threads: int, repeats: int, warm: bool = True) -> d
                     tally = {"t": 0.0, "n": 0}
                     mvkm.linalg._blas = _CountingBLAS(real, tally)
                     try:
-                        kernel_top_eigh(RBF(sigma), X, S)
+                        kernel_top_eigh(X, RBF(sigma), S)
                     finally:
                         mvkm.linalg._blas = real
                     if tally["n"] == 0:    # the products no longer go through linalg._blas

@@ -33,7 +33,7 @@ What is timed, on the same data and the same kernel:
 * mvkm (a): ``mvkm.kernels.RBF(sigma)(X)`` + ``mvkm.kernels.center_gram(K, copy=False)`` +
   ``mvkm.linalg.top_eigh(Kc, 10)`` (``method="auto"``, default tolerance, input
   checks included);
-* mvkm (c): ``mvkm.linalg.kernel_top_eigh(RBF(sigma), X, 10)``: the same
+* mvkm (c): ``mvkm.linalg.kernel_top_eigh(X, RBF(sigma), 10)``: the same
   eigenproblem from the data, with the kernel's upper triangle only (no
   transposed copies of its tiles, no symmetry check: it is symmetric by
   construction) read by the Lanczos products;
@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import os
 import platform
 import statistics
@@ -169,7 +170,7 @@ def mvkm_kpca_implicit(X: np.ndarray, sigma: float) -> tuple[np.ndarray, float]:
 
 def mvkm_kpca_fused(X: np.ndarray, sigma: float) -> tuple[np.ndarray, float]:
     t0 = time.perf_counter()
-    lam, _ = kernel_top_eigh(RBF(sigma), X, S)  # upper triangle only, centring in the products
+    lam, _ = kernel_top_eigh(X, RBF(sigma), S)  # upper triangle only, centring in the products
     return lam, time.perf_counter() - t0
 
 
@@ -360,7 +361,7 @@ def package_at(rev: str):
 
 
 def closing_check_cost(datasets: list[str], sizes: list[int], repeats: int, against: str | None) -> None:
-    """``kernel_top_eigh(RBF(sigma), X, 10)`` with the closing multiplicity check of the Lanczos
+    """``kernel_top_eigh(X, RBF(sigma), 10)`` with the closing multiplicity check of the Lanczos
     solver (the default) and without it (``mvkm.linalg._CHECK_STEPS = 0``: the solver of before
     the check), and, with ``against``, the same call of the package at that git revision (the
     speed to keep), interleaved in one process, rotating which goes first; medians of
@@ -370,6 +371,11 @@ def closing_check_cost(datasets: list[str], sizes: list[int], repeats: int, agai
     steps = la._CHECK_STEPS
     old = package_at(against) if against else None
     keys = ("on", "off") + (("rev",) if old else ())
+
+    def rev_args(kernel, X):
+        # the revision's order: (kernel, X, n) before issue 33, (X, kernel, n) since
+        first = next(iter(inspect.signature(old[0].kernel_top_eigh).parameters))
+        return (X, kernel) if first == "X" else (kernel, X)
     print("## kernel_top_eigh with and without the closing check (median seconds, wall (CPU))\n")
     if old:
         print(f"rev: the package at `{against}` (git revision of this checkout), same data and kernel.\n")
@@ -397,9 +403,9 @@ def closing_check_cost(datasets: list[str], sizes: list[int], repeats: int, agai
                     try:
                         t0, c0 = time.perf_counter(), time.process_time()
                         if key == "rev":
-                            lam[key] = old[0].kernel_top_eigh(old[1].RBF(sigma), X, S)[0]
+                            lam[key] = old[0].kernel_top_eigh(*rev_args(old[1].RBF(sigma), X), S)[0]
                         else:
-                            lam[key] = kernel_top_eigh(RBF(sigma), X, S)[0]
+                            lam[key] = kernel_top_eigh(X, RBF(sigma), S)[0]
                         t[key].append(time.perf_counter() - t0)
                         t[key + "_cpu"].append(time.process_time() - c0)
                     finally:
@@ -587,7 +593,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print("mvkm (a): RBF + center_gram(copy=False) + top_eigh; "
           "mvkm (b): RBF + top_eigh(center=True) (centring inside the products); "
-          "mvkm (c): kernel_top_eigh(RBF, X, 10) (the kernel's upper triangle only, no symmetry "
+          "mvkm (c): kernel_top_eigh(X, RBF, 10) (the kernel's upper triangle only, no symmetry "
           "check, centring inside the products). "
           "rel. err: max_i |lambda_i - lambda_i^ref| / lambda_i^ref.")
     print()

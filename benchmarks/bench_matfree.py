@@ -154,7 +154,7 @@ def crossover(sizes: list[int], repeats: int = 1) -> list[dict]:
                 if name == "mf":
                     lam_mf = matfree_top_eigh(X, RBF(SIGMA), S)[0]
                 else:
-                    lam_k = kernel_top_eigh(RBF(SIGMA), X, S)[0]
+                    lam_k = kernel_top_eigh(X, RBF(SIGMA), S)[0]
                 t[name].append(time.perf_counter() - t0)
                 t[name + "_cpu"].append(time.process_time() - c0)
         rows.append(dict(n=n, **{k: min(v) for k, v in t.items()},

@@ -43,6 +43,7 @@ it, and the data alone (``n x 11`` float64).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -94,37 +95,37 @@ def child(config: dict) -> dict:
         if config["mode"] == "cuda32":
             kw["dtype"] = "float32"
     views = [X, y]
-    cluster = client = None
-    if config["mode"] == "dask":
-        import dask.array as da
-        from distributed import Client, LocalCluster
+    # the cluster (mode "dask") lives in this `with` block: its client and its workers are
+    # closed when the fit is measured, also if it raises
+    with contextlib.ExitStack() as stack:
+        if config["mode"] == "dask":
+            import dask.array as da
+            from distributed import Client, LocalCluster
 
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-        chunk = max(1000, n // 16)
-        views = [da.from_array(X, chunks=(chunk, -1)), da.from_array(y, chunks=(chunk, -1))]
-        # batch_size: each worker reduces its blocks in chunks of this many rows
-    # warm-up fit on 10,000 rows (a full chunk and a partial one), not timed: torch's and
-    # BLAS's first-call set-up and the allocator's first touch of the chunk-sized workspace
-    # (once per process: later fits reuse that memory) are not part of a fit's cost
-    warm = [X[:10_000], y[:10_000]]
-    if config["mode"] == "dask":                      # the workers' imports too
-        warm = [da.from_array(X[:2000], chunks=(1000, -1)), da.from_array(y[:2000], chunks=(1000, -1))]
-    rss0 = _rss_mb()         # before the warm-up: the peak below bounds either fit's own need
-    MultiViewRKM(S, **kw).fit(warm)
-    t = time.perf_counter()
-    model = MultiViewRKM(S, **kw).fit(views)
-    out["fit_s"] = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            cluster = stack.enter_context(LocalCluster(n_workers=2, threads_per_worker=1,
+                                                       processes=True, dashboard_address=":0"))
+            stack.enter_context(Client(cluster))
+            chunk = max(1000, n // 16)
+            views = [da.from_array(X, chunks=(chunk, -1)), da.from_array(y, chunks=(chunk, -1))]
+            # batch_size: each worker reduces its blocks in chunks of this many rows
+        # warm-up fit on 10,000 rows (a full chunk and a partial one), not timed: torch's and
+        # BLAS's first-call set-up and the allocator's first touch of the chunk-sized workspace
+        # (once per process: later fits reuse that memory) are not part of a fit's cost
+        warm = [X[:10_000], y[:10_000]]
+        if config["mode"] == "dask":                      # the workers' imports too
+            warm = [da.from_array(X[:2000], chunks=(1000, -1)),
+                    da.from_array(y[:2000], chunks=(1000, -1))]
+        rss0 = _rss_mb()     # before the warm-up: the peak below bounds either fit's own need
+        MultiViewRKM(S, **kw).fit(warm)
+        t = time.perf_counter()
+        model = MultiViewRKM(S, **kw).fit(views)
+        out["fit_s"] = time.perf_counter() - t
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["peak_fit_mb"] = peak - rss0
     out["peak_process_mb"] = peak
     out["data_mb"] = (X.nbytes + y.nbytes) / 2**20
     out["eigenvalues"] = model.eigenvalues_.tolist()
     out["fit_gflops"] = n * (D_RFF + 1) ** 2 / out["fit_s"] / 1e9
-    if client is not None:
-        client.close()
-        cluster.close()
     # the physical limit, after the fit (so that the fit's peak memory is its own):
     # one block's A^T A (BLAS syrk), same process, same threads
     A = np.random.default_rng(1).standard_normal((BATCH, D_RFF + 1))

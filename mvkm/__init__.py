@@ -33,6 +33,7 @@ from .ppca import KernelPPCA
 from .rkm import MultiViewRKM, choose_algorithm
 from .smm import LowRankSMM
 
+# The version, set here only: pyproject.toml reads it (dynamic, [tool.setuptools.dynamic]).
 __version__ = "0.1.0"
 
 _LAZY = {"stiefel": None, "CayleyAdam": "stiefel", "maximize_trace": "stiefel",

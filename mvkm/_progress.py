@@ -38,19 +38,27 @@ class _BarAfterFirstChunk:
     delay = 5.0
 
     def __init__(self, kw: dict[str, Any]) -> None:
-        self.kw, self.bar = kw, None
+        self.kw, self.bar, self.postfix = kw, None, {}
 
     def update(self, n: int) -> None:
         if self.bar is None:
             from tqdm.auto import tqdm
 
             self.bar = tqdm(initial=n, delay=self.delay, **self.kw)
+            if self.postfix:
+                self.bar.set_postfix(refresh=False, **self.postfix)
         else:
             self.bar.update(n)
 
-    def set_postfix(self, **kw: Any) -> None:
+    def set_postfix(self, refresh: bool = False, **kw: Any) -> None:
+        # ``refresh`` is ignored: the automatic bar never refreshes. tqdm's refresh draws
+        # the bar at once, whatever its delay, and close() then leaves that line on the
+        # screen (it clears only a bar drawn after its delay): matfree_top_eigh's
+        # residuals left a bar after a 0.06 s solve. The postfix shows with the first
+        # update that the delay lets through.
+        self.postfix = kw
         if self.bar is not None:
-            self.bar.set_postfix(**kw)
+            self.bar.set_postfix(refresh=False, **kw)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -8,6 +8,7 @@ who passes a wrong shape learns which argument to fix.
 from __future__ import annotations
 
 import functools
+import warnings
 from numbers import Integral, Real
 from typing import Any, Callable, TypeVar
 
@@ -33,6 +34,8 @@ __all__ = [
     "check_bool",
     "check_map_output",
     "check_dask_chunks",
+    "data_then_kernel",
+    "describe",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -475,3 +478,34 @@ def own_copy(stored: Any, given: Any, copy: bool) -> Any:
     if isinstance(given, np.ndarray) and np.may_share_memory(stored, given):
         return stored.copy()
     return stored
+
+
+def describe(value: Any) -> str:
+    """A short description of a received value for an error message: an array by its type and
+    shape (its repr would print every entry), anything else by a repr cut at 80 characters."""
+    shape = getattr(value, "shape", None)
+    if shape is not None and not callable(value):
+        return f"{type(value).__name__} of shape {tuple(shape)}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def data_then_kernel(X: Any, kernel: Any, func: str) -> tuple[Any, Any]:
+    """``(X, kernel)`` for a function that takes the data first, ``func(X, kernel, n_components)``.
+
+    ``kernel_top_eigh`` used to take ``(kernel, X, n_components)``, the opposite order of
+    ``matfree_top_eigh`` and ``KernelOperator``. A call in that order, a
+    :class:`mvkm.kernels.Kernel` where ``X`` is expected and something that is not one where
+    the kernel is, still works: the two are swapped back, with a ``FutureWarning`` that names
+    the new order. ``func`` names the function in the warning; the warning points to the
+    caller of that function.
+    """
+    from .kernels import Kernel
+
+    if isinstance(X, Kernel) and not isinstance(kernel, Kernel):
+        warnings.warn(
+            f"{func}(kernel, X, n_components) is deprecated: the data come first, as in "
+            f"{func}(X, kernel, n_components); the old order will raise an error in a "
+            "future version", FutureWarning, stacklevel=3)
+        return kernel, X
+    return X, kernel

@@ -37,7 +37,7 @@ from ._validation import (
     symmetric_scale,
 )
 from ._progress import progress_bar
-from ._validation import check_bool, check_positive
+from ._validation import check_bool, check_positive, data_then_kernel, describe
 
 __all__ = ["ConvergenceWarning", "flip_signs", "kernel_top_eigh", "psd_sqrt", "rotate_to_diagonal",
            "top_eigh"]
@@ -689,8 +689,8 @@ def _deflated_round(matvec: Callable[[NDArray[np.float64]], NDArray[np.float64]]
 
 
 def kernel_top_eigh(
-    kernel: Any,
     X: ArrayLike,
+    kernel: Any,
     n_components: int,
     *,
     center: bool = True,
@@ -714,12 +714,16 @@ def kernel_top_eigh(
     :math:`s` gives eigenvalues zero to round-off, as LAPACK does, in
     milliseconds), at most 20 thick restarts.
 
+    The data come first, as in :func:`mvkm.matfree.matfree_top_eigh` and
+    :class:`mvkm.matfree.KernelOperator`. The former order ``(kernel, X,
+    n_components)`` still works, with a ``FutureWarning``.
+
     Parameters
     ----------
-    kernel : mvkm.kernels.Kernel
-        The kernel, e.g. :class:`mvkm.kernels.RBF`.
     X : array_like of shape (n, d)
         The points.
+    kernel : mvkm.kernels.Kernel
+        The kernel, e.g. :class:`mvkm.kernels.RBF`.
     n_components : int
         Number :math:`s` of eigenpairs, ``1 <= s <= n - 1``.
     center : bool, default=True
@@ -753,7 +757,7 @@ def kernel_top_eigh(
     >>> from mvkm.kernels import RBF
     >>> from mvkm.linalg import kernel_top_eigh, top_eigh
     >>> X = np.random.default_rng(0).normal(size=(1500, 3))
-    >>> lam, V = kernel_top_eigh(RBF(1.0), X, 5)
+    >>> lam, V = kernel_top_eigh(X, RBF(1.0), 5)
     >>> lam_ref, V_ref = top_eigh(RBF(1.0)(X), 5, center=True)
     >>> bool(np.allclose(lam, lam_ref, rtol=1e-12) and np.allclose(V, V_ref, atol=1e-8))
     True
@@ -762,8 +766,10 @@ def kernel_top_eigh(
     check_bool(progress, "progress", allow_none=True)
     from .kernels import Kernel, centring_equivalent, upper_gram
 
+    X, kernel = data_then_kernel(X, kernel, "kernel_top_eigh")
     if not isinstance(kernel, Kernel):
-        raise TypeError(f"kernel must be an mvkm.kernels.Kernel, got {type(kernel).__name__}")
+        raise TypeError(f"kernel must be an mvkm.kernels.Kernel, got {describe(kernel)} "
+                        "(the arguments are kernel_top_eigh(X, kernel, n_components))")
     Xa = check_array(X, "X")
     if center:      # a linear kernel far from the origin: computed from the middle of X
         kernel = centring_equivalent(kernel, Xa)

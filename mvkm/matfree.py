@@ -52,7 +52,7 @@ from ._validation import (
     check_random_state,
     check_same_n_features,
 )
-from ._validation import check_bool
+from ._validation import check_bool, data_then_kernel, describe
 from .covariance import progress_bar
 from .kernels import RBF, Kernel, Laplacian, Linear, Polynomial
 from .linalg import (
@@ -191,7 +191,7 @@ def _check_kernel(kernel: Any) -> Kernel:
     if type(kernel) not in _SUPPORTED:
         raise TypeError(
             "kernel must be one of mvkm.kernels.Linear, RBF, Laplacian or Polynomial (whose "
-            f"tiles the matrix-free operator knows how to recompute), got {kernel!r}"
+            f"tiles the matrix-free operator knows how to recompute), got {describe(kernel)}"
         )
     return kernel
 
@@ -773,6 +773,11 @@ def matfree_top_eigh(
        e.g. RBF(3000) on unit-scale data, where ``tol * theta_1`` lies below
        it: 5 iterations instead of ``max_iter``).
 
+    The arguments come in the order of :func:`mvkm.linalg.kernel_top_eigh`, the
+    stored route: the data, the kernel, the number of eigenpairs. The order
+    ``(kernel, X, n_components)``, which ``kernel_top_eigh`` used to take, also
+    works, with a ``FutureWarning``.
+
     Parameters
     ----------
     X : array_like of shape (n, d)
@@ -863,6 +868,7 @@ def matfree_top_eigh(
     check_bool(progress, "progress", allow_none=True)
     check_bool(return_info, "return_info")
     t_start = time.perf_counter()
+    X, kernel = data_then_kernel(X, kernel, "matfree_top_eigh")
     _check_kernel(kernel)
     X = check_array(X, "X")
     n = X.shape[0]

@@ -84,15 +84,18 @@ def pytest_collection_modifyitems(session, config, items):
 # workers can be handed the same free TCP port; seen once in CI: every cell of one notebook
 # "Kernel died before replying to kernel_info"): nbval starts it again, with the policy of
 # the gradings (tools/assignments.py: restarting_dead_kernels).
+from pathlib import Path as _Path  # noqa: E402
+
+_TOOLS = _Path(__file__).resolve().parents[1] / "tools"
 try:
     import nbval.kernel as _nbval_kernel
 except ImportError:  # pragma: no cover - the wheel's tests run without nbval
-    pass
-else:
+    _nbval_kernel = None
+# the sdist's tests have no tools/ (and no notebooks): nothing to patch there
+if _nbval_kernel is not None and (_TOOLS / "assignments.py").is_file():
     import sys as _sys
-    from pathlib import Path as _Path
 
-    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1] / "tools"))
+    _sys.path.insert(0, str(_TOOLS))
     from assignments import restarting_dead_kernels  # noqa: E402
 
     _nbval_kernel.start_new_kernel = restarting_dead_kernels(_nbval_kernel.start_new_kernel)

@@ -155,7 +155,7 @@ TARGETS: dict[str, Target] = {
                 _stiefel().maximize_trace(x, 2, random_state=0)))[::-1]),
         ("B",), "square", _top, ("scale",), 1e-6),
     "kernel_top_eigh (linear)": Target(
-        lambda x: (None, mvkm.kernel_top_eigh(mvkm.Linear(), x, 2)[0]), ("X",), "2d", _top,
+        lambda x: (None, mvkm.kernel_top_eigh(x, mvkm.Linear(), 2)[0]), ("X",), "2d", _top,
         ("scale", "dup"), 1e-7),
     "feature_moments": Target(
         lambda x: (None, mvkm.covariance.feature_moments(

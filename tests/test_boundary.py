@@ -129,7 +129,7 @@ BOOL_CASES = {
     "psd_sqrt(inverse)": lambda v: mvkm.psd_sqrt(np.eye(2), inverse=v),
     "top_eigh(center)": lambda v: mvkm.top_eigh(np.eye(3), 1, center=v),
     "top_eigh(check_symmetric)": lambda v: mvkm.top_eigh(np.eye(3), 1, check_symmetric=v),
-    "kernel_top_eigh(center)": lambda v: mvkm.kernel_top_eigh(mvkm.RBF(1.0), X, 1, center=v),
+    "kernel_top_eigh(center)": lambda v: mvkm.kernel_top_eigh(X, mvkm.RBF(1.0), 1, center=v),
     "center_gram(copy)": lambda v: mvkm.center_gram(np.eye(3), copy=v),
     "maximize_trace(rotate)": lambda v: mvkm.maximize_trace(np.eye(3), 1, rotate=v),
     "maximize_trace(return_history)": lambda v: mvkm.maximize_trace(np.eye(3), 1, return_history=v),
@@ -292,11 +292,11 @@ def test_kernel_top_eigh_on_an_underflowing_gram_names_x():
         Xn = rng.standard_normal((n, 3))
         for scale in (1e-160, 1e-300):
             with pytest.raises(ValueError, match=r"^X: the Gram matrix of Linear\(\) underflows"):
-                mvkm.kernel_top_eigh(mvkm.Linear(), Xn * scale, 2)
-        lam = mvkm.kernel_top_eigh(mvkm.Linear(), Xn * 1e-150, 2)[0]
-        np.testing.assert_allclose(lam, mvkm.kernel_top_eigh(mvkm.Linear(), Xn, 2)[0] * 1e-300, rtol=1e-12)
+                mvkm.kernel_top_eigh(Xn * scale, mvkm.Linear(), 2)
+        lam = mvkm.kernel_top_eigh(Xn * 1e-150, mvkm.Linear(), 2)[0]
+        np.testing.assert_allclose(lam, mvkm.kernel_top_eigh(Xn, mvkm.Linear(), 2)[0] * 1e-300, rtol=1e-12)
     # all-zero data: a Gram matrix of zeros is exact, and so are its zero eigenvalues
-    assert np.all(mvkm.kernel_top_eigh(mvkm.Linear(), np.zeros((40, 3)), 2)[0] == 0)
+    assert np.all(mvkm.kernel_top_eigh(np.zeros((40, 3)), mvkm.Linear(), 2)[0] == 0)
 
 
 MISLEADING = {
@@ -454,6 +454,21 @@ def test_automatic_progress_bar_waits_past_the_first_chunk(monkeypatch):
     made.clear()
     mvkm.covariance.progress_bar(50, "x", True)
     assert made and made[0]["delay"] == 0.0            # progress=True: at once
+
+
+def test_automatic_progress_bar_prints_nothing_before_its_delay(monkeypatch, capsys):
+    """Issue 33: a postfix drew the automatic bar at once (tqdm's set_postfix refreshes,
+    whatever the delay) and close() left the line: a 0.06 s matfree_top_eigh printed one."""
+    monkeypatch.delenv("MVKM_PROGRESS", raising=False)
+    bar = mvkm.covariance.progress_bar(None, "solver", None, unit="product")
+    bar.set_postfix(residual="1e-3")                   # before the first update: kept for later
+    bar.update(1)
+    bar.set_postfix(locked=0, residual="1e-15")
+    bar.set_postfix(refresh=True, residual="1e-16")    # as tqdm's own argument: still no refresh
+    bar.update(1)
+    bar.close()
+    assert capsys.readouterr().err == ""
+    assert bar.bar.postfix == "residual=1e-16"
 
 
 @pytest.mark.parametrize("solver", ["dense", "lanczos"])

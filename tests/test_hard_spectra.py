@@ -149,7 +149,7 @@ class _Precomputed(Kernel):
 
 def _kernel_route(center: bool):
     def solve(K: np.ndarray, s: int):
-        return kernel_top_eigh(_Precomputed(K), np.arange(K.shape[0], dtype=float)[:, None], s,
+        return kernel_top_eigh(np.arange(K.shape[0], dtype=float)[:, None], _Precomputed(K), s,
                                center=center)
     return solve
 
@@ -272,13 +272,13 @@ def test_a_tolerance_below_round_off_still_stops(method):
 
 @pytest.mark.parametrize("kernel, s", [("linear", 4), ("rbf100", 10)])
 def test_kernel_top_eigh_below_the_rank_finishes(kernel, s):
-    """kernel_top_eigh(Linear(), X, 4) on 1500 points in 2-D (rank 2) ran over a minute,
+    """kernel_top_eigh(X, Linear(), 4) on 1500 points in 2-D (rank 2) ran over a minute,
     RBF(100) with lambda_10 / lambda_1 = 2e-12 as long."""
     from mvkm.kernels import RBF, Linear
     X = np.random.default_rng(0).normal(size=(1500, 2))
     k = Linear() if kernel == "linear" else RBF(100.0)
     with time_bound(5.0):
-        w, V = kernel_top_eigh(k, X, s)
+        w, V = kernel_top_eigh(X, k, s)
     Kc = center_gram(k(X))
     ref = scipy.linalg.eigh(Kc, eigvals_only=True)[::-1][:s]
     floor = 50 * 1500 * np.finfo(float).eps * np.abs(k(X)).max()   # round-off of products with K
@@ -306,7 +306,7 @@ def test_dense_path_when_the_subset_driver_returns_no_vectors():
     from mvkm.kernels import RBF
     X = load_mnist01(as_uint8=True)[0][:200].astype(float)
     with time_bound(TIME_BOUND):
-        w, V = kernel_top_eigh(RBF(0.01), X, 2)
+        w, V = kernel_top_eigh(X, RBF(0.01), 2)
         model = MultiViewRKM(2, kernels=[RBF(1.0)]).fit([X])
     Kc = center_gram(RBF(0.01)(X))
     ref = scipy.linalg.eigh(Kc, eigvals_only=True, driver="evd")[::-1][:2]
@@ -338,7 +338,7 @@ def test_long_lanczos_solves_show_progress(monkeypatch, route):
     def solve(**kw):
         if route == "top_eigh":
             return top_eigh(RBF(1.0)(X), 4, "lanczos", center=True, **kw)
-        return kernel_top_eigh(RBF(1.0), X, 4, **kw)
+        return kernel_top_eigh(X, RBF(1.0), 4, **kw)
 
     monkeypatch.setenv("MVKM_PROGRESS", "1")
     lam_auto, _ = solve()

@@ -585,7 +585,7 @@ def test_kernel_top_eigh_equals_top_eigh_of_the_gram_matrix(kernel, n, center):
     X = np.random.default_rng(22).standard_normal((n, 8))   # rank >= 8 > 5 for Linear
     K = kernel(X)
     w_ref, V_ref = top_eigh(center_gram(K) if center else K, 5, "dense")
-    w, V = kernel_top_eigh(kernel, X, 5, center=center)
+    w, V = kernel_top_eigh(X, kernel, 5, center=center)
     assert np.max(np.abs(w - w_ref)) <= 1e-10 * w_ref[0]
     assert np.max(np.abs(V - V_ref)) <= VEC_TOL
     assert np.max(np.abs(V.T @ V - np.eye(5))) <= 1e-10
@@ -595,20 +595,40 @@ def test_kernel_top_eigh_equals_top_eigh_of_the_gram_matrix(kernel, n, center):
 def test_kernel_top_eigh_bad_input():
     X = np.random.default_rng(23).standard_normal((50, 2))
     with pytest.raises(TypeError, match="kernel must be an mvkm.kernels.Kernel"):
-        kernel_top_eigh(lambda A: A @ A.T, X, 2)
+        kernel_top_eigh(X, lambda A: A @ A.T, 2)
     with pytest.raises(ValueError, match="n_components"):
-        kernel_top_eigh(RBF(1.0), X, 50)
+        kernel_top_eigh(X, RBF(1.0), 50)
     with pytest.raises(ValueError, match="n >= 2"):
-        kernel_top_eigh(RBF(1.0), X[:1], 1)
+        kernel_top_eigh(X[:1], RBF(1.0), 1)
     bad = X.copy()
     bad[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        kernel_top_eigh(RBF(1.0), bad, 2)
+        kernel_top_eigh(bad, RBF(1.0), 2)
     big = np.random.default_rng(24).standard_normal((1200, 2)) * 1e200
     with pytest.raises(ValueError, match="not finite"):
-        kernel_top_eigh(Linear(), big, 3)
+        kernel_top_eigh(big, Linear(), 3)
     with pytest.raises(ValueError, match="tol"):
-        kernel_top_eigh(RBF(1.0), np.random.default_rng(25).standard_normal((1200, 2)), 3, tol=-1.0)
+        kernel_top_eigh(np.random.default_rng(25).standard_normal((1200, 2)), RBF(1.0), 3, tol=-1.0)
+
+
+def test_kernel_top_eigh_takes_the_data_first_and_the_old_order_with_a_warning():
+    """Issue 33: kernel_top_eigh took (kernel, X, n), matfree_top_eigh (X, kernel, n). Both take
+    the data first now; the old order still gives the same eigenpairs, with a FutureWarning
+    that names the new one and points to the caller's line."""
+    X = np.random.default_rng(27).standard_normal((60, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        w, V = kernel_top_eigh(X, RBF(1.0), 3)
+    with pytest.warns(FutureWarning, match=r"kernel_top_eigh\(X, kernel, n_components\)") as rec:
+        w_old, V_old = kernel_top_eigh(RBF(1.0), X, 3)
+    assert rec[0].filename == __file__
+    np.testing.assert_array_equal(w_old, w)
+    np.testing.assert_array_equal(V_old, V)
+    # two arrays: a short TypeError that names the order, not the array's entries
+    with pytest.raises(TypeError, match=r"got ndarray of shape \(60, 3\) \(the arguments are "
+                                        r"kernel_top_eigh\(X, kernel, n_components\)\)") as err:
+        kernel_top_eigh(X, X, 3)
+    assert len(str(err.value)) < 200
 
 
 @pytest.mark.parametrize("method", ["lanczos", "arpack"])
@@ -623,7 +643,7 @@ def test_krylov_methods_on_a_subnormal_matrix(method):
     assert np.isfinite(w).all() and abs(w[0] - w_ref[0]) <= 1e-8 * w_ref[0]
     assert abs(abs(V[0, 0]) - np.sqrt(0.5)) <= 1e-12
     X = np.full((1200, 1), 1e-152) * np.random.default_rng(26).standard_normal((1200, 1))
-    lam, _ = kernel_top_eigh(Linear(), X, 1, center=False)
+    lam, _ = kernel_top_eigh(X, Linear(), 1, center=False)
     assert abs(lam[0] - float(X[:, 0] @ X[:, 0])) <= 1e-8 * lam[0]
 
 

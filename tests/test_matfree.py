@@ -300,6 +300,24 @@ def test_unsupported_kernel_is_a_type_error(kernel):
         KernelOperator(np.ones((5, 2)), kernel)
 
 
+def test_the_data_come_first_and_the_other_order_warns():
+    """Issue 33: the order of kernel_top_eigh's former signature, (kernel, X, n), gives the
+    same eigenpairs with a FutureWarning; an array where the kernel goes is a short TypeError
+    (it printed the whole array)."""
+    X = np.random.default_rng(0).standard_normal((80, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lam, V = matfree_top_eigh(X, RBF(1.0), 3, tile_size=TILE)
+    with pytest.warns(FutureWarning, match=r"matfree_top_eigh\(X, kernel, n_components\)") as rec:
+        lam_old, V_old = matfree_top_eigh(RBF(1.0), X, 3, tile_size=TILE)
+    assert rec[0].filename == __file__
+    np.testing.assert_array_equal(lam_old, lam)
+    np.testing.assert_array_equal(V_old, V)
+    with pytest.raises(TypeError, match=r"got ndarray of shape \(80, 3\)$") as err:
+        matfree_top_eigh(X, X, 3)
+    assert len(str(err.value)) < 200
+
+
 def test_lazy_import_from_the_package():
     import mvkm
 

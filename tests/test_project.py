@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -116,6 +118,98 @@ def test_makefile_installs_pinned_torch_before_the_package():
     pkg_at = text.index('pip install --quiet -e ".[book,test]"')
     assert torch_at < pkg_at
     assert "-W -n --keep-going" in text
+
+
+def test_makefile_takes_the_torch_index_from_a_variable():
+    """Issue 33, item 9: pip resolves torch==2.13.0 against PyPI alone to the CUDA build; the
+    Makefile takes PyTorch's CPU index from TORCH_INDEX (empty: pip's own configuration)."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("no make here")
+
+    def env_commands(*args: str) -> list[str]:
+        done = subprocess.run([make, "-n", "-B", "env", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60, check=True)
+        return [line for line in done.stdout.splitlines() if "pip install" in line]
+
+    cpu = "https://download.pytorch.org/whl/cpu"
+    plain = env_commands()
+    assert [c for c in plain if "torch==2.13.0" in c] == [".venv/bin/python -m pip install --quiet torch==2.13.0 "]
+    assert not [c for c in plain if "index-url" in c], plain
+    indexed = env_commands(f"TORCH_INDEX={cpu}")
+    torch_line = next(c for c in indexed if "torch==2.13.0" in c)
+    assert torch_line.endswith(f"torch==2.13.0 --extra-index-url {cpu}"), torch_line
+    assert [c for c in indexed if "index-url" in c] == [torch_line]     # the package's own install: PyPI
+    # and every page that tells how to install torch names that index
+    for page in ("README.md", "docs/package.md", "docs/teaching.md"):
+        assert cpu in (ROOT / page).read_text(), page
+
+
+def test_the_version_is_set_once():
+    """Issue 33, item 8: mvkm/__init__.py's __version__; pyproject.toml reads it."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in meta["project"] and "version" in meta["project"]["dynamic"]
+    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "mvkm.__version__"}
+    versions = re.findall(r'^__version__ = "([^"]*)"$', (ROOT / "mvkm" / "__init__.py").read_text(), re.M)
+    assert len(versions) == 1, versions
+    assert re.fullmatch(r"\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?", versions[0]), versions[0]
+    for name in ("pyproject.toml", "README.md", "docs/package.md", "environment.yml", "postBuild", "Makefile"):
+        assert versions[0] not in (ROOT / name).read_text(), f"{name} repeats the version {versions[0]}"
+
+
+# GitHub repositories other than the project's that the project names (credits, sources).
+OTHER_REPOSITORIES = {
+    "computationalmodelling/nbval",     # README: the notebook checker
+    "Miaoyanwang/nonparametric",        # book/references.bib: the SMM's reference code
+    "cazala/mnist",                     # mvkm/data/README.md: the MNIST extract's source
+}
+# A repository named in a URL: github.com/o/r (git+https, git@github.com:o/r), raw files,
+# Binder and Colab launch links.
+_REPO_REF = re.compile(r"(?:github\.com[/:]|raw\.githubusercontent\.com/|mybinder\.org/v2/gh/"
+                       r"|colab\.research\.google\.com/github/)([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)")
+_NOT_PROJECT_DIRS = {".git", ".venv", "_build", "build", "dist", "_vendor", "__pycache__", ".hypothesis",
+                     ".pytest_cache", ".ipynb_checkpoints", "node_modules"}
+_TEXT_SUFFIXES = {".md", ".py", ".toml", ".yml", ".yaml", ".ipynb", ".cfg", ".txt", ".bib", ".in", ".html",
+                  ".css", ".js", ".json", ".sh"}
+
+
+def _project_text_files() -> list[Path]:
+    out = []
+    for path in ROOT.rglob("*"):
+        rel = path.relative_to(ROOT)
+        if any(part in _NOT_PROJECT_DIRS or part.endswith(".egg-info") for part in rel.parts[:-1]):
+            continue
+        if path.is_file() and (path.suffix in _TEXT_SUFFIXES or path.name in ("Makefile", "postBuild", "run")):
+            out.append(path)
+    return out
+
+
+def test_the_repository_url_is_set_once():
+    """Issue 33, item 8: the repository's URL is _config.yml's repository.url (the book's
+    repository, Binder and Colab buttons read it); every other copy must agree with it, so
+    that whoever publishes the book sets it there and this test names the lines to change."""
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    m = re.fullmatch(r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)/?", url)
+    assert m, f"_config.yml: repository.url must be https://github.com/<owner>/<name>, got {url!r}"
+    repo = m.group(1)
+    assert repo not in OTHER_REPOSITORIES
+    named, stale = set(), []
+    for path in _project_text_files():
+        rel = str(path.relative_to(ROOT))
+        if rel == "tests/test_project.py":        # its own patterns and fixtures
+            continue
+        for lineno, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for ref in _REPO_REF.findall(line):
+                ref = ref.removesuffix(".git").rstrip(".")
+                if ref == repo:
+                    named.add(rel)
+                elif ref not in OTHER_REPOSITORIES:
+                    stale.append(f"{rel}:{lineno}: {ref}")
+    assert not stale, (f"_config.yml's repository.url is {url}; these lines name another repository "
+                       "(set them to it, or add a third party's to OTHER_REPOSITORIES):\n" + "\n".join(stale))
+    # the copies a user reads: the README's Colab line, package.md's git+ line, the package's metadata
+    assert {"README.md", "docs/package.md", "pyproject.toml"} <= named, named
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"] == url
 
 
 def test_book_renders_stored_outputs_and_book_full_executes():

@@ -18,6 +18,7 @@ import site
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import venv
 import zipfile
 from pathlib import Path
@@ -110,3 +111,101 @@ def test_installed_wheel_loads_every_data_set(wheel, tmp_path):
                           cwd=tmp_path, env=_clean_env())
     assert done.returncode == 0, done.stderr[-3000:]
     assert str(env.resolve()) in done.stdout
+
+
+# ---------------------------------------------------------------------------
+# The source distribution (issue 33, item 8): what `make dist` publishes beside the wheel.
+
+_HOOK = ("import sys\nfrom setuptools import build_meta\n"
+         "print('BUILT', getattr(build_meta, sys.argv[1])(sys.argv[2]))")
+# the environment's own setting (PYTHONDONTWRITEBYTECODE), not the project's
+_HARMLESS = ("byte-compiling is disabled",)
+_COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "_build", "build", "dist", "*.egg-info", "__pycache__",
+                                      ".hypothesis", ".pytest_cache", ".ipynb_checkpoints")
+
+
+def _build(hook: str, src: Path, out: Path) -> Path:
+    """The PEP 517 hook ``hook`` of setuptools in ``src``, in this environment (no isolation, no
+    network), as ``python -m build`` calls it; fails on any warning of the build."""
+    done = subprocess.run([sys.executable, "-c", _HOOK, hook, str(out)], cwd=src, capture_output=True,
+                          text=True, timeout=600, env=_clean_env())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    warnings = [line.strip() for line in (done.stdout + done.stderr).splitlines()
+                if re.search(r"warn|deprecat|is absent from", line, re.I)
+                and not any(h in line for h in _HARMLESS)]
+    assert not warnings, f"{hook} warns:\n" + "\n".join(warnings)
+    return out / done.stdout.split("BUILT ")[-1].strip()
+
+
+def _package_tests() -> set[str]:
+    make = (ROOT / "Makefile").read_text()
+    block = re.search(r"PACKAGE_TESTS := \$\(addsuffix \.py,\$\(addprefix tests/test_,(.*?)\)\)", make, re.S)
+    assert block, "Makefile: PACKAGE_TESTS not found"
+    return {f"tests/test_{name}.py" for name in block.group(1).replace("\\", " ").split()}
+
+
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("repo") / "mvkm-src"     # a copy: the build leaves *.egg-info behind
+    shutil.copytree(ROOT, src, ignore=_COPY_IGNORE)
+    return _build("build_sdist", src, tmp_path_factory.mktemp("sdist"))
+
+
+def test_the_sdist_holds_the_package_and_its_unit_tests(sdist):
+    with tarfile.open(sdist) as tar:
+        top = f"{sdist.name.removesuffix('.tar.gz')}/"
+        names = {m.name.removeprefix(top) for m in tar.getmembers() if m.isfile()}
+        pkg_info = tar.extractfile(top + "PKG-INFO").read().decode()
+    # every file of the package, its data and their scripts included
+    package = {str(p.relative_to(ROOT)) for p in (ROOT / "mvkm").rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts}
+    assert package <= names, f"missing from the sdist: {sorted(package - names)}"
+    assert {"pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "PKG-INFO"} <= names
+    # the package's unit tests (the Makefile's PACKAGE_TESTS) and what they import, nothing else
+    tests = {n for n in names if n.startswith("tests/")}
+    assert tests == _package_tests() | {"tests/conftest.py", "tests/_timebound.py"}, (
+        f"MANIFEST.in: add {sorted(_package_tests() - tests)}; leave out "
+        f"{sorted(tests - _package_tests() - {'tests/conftest.py', 'tests/_timebound.py'})}")
+    tops = {n.split("/", 1)[0] for n in names}
+    assert not tops & {"book", "benchmarks", "tools", "docs", "_static", ".ci"}, tops
+    # the metadata: the one version, the one repository URL
+    init = (ROOT / "mvkm" / "__init__.py").read_text()
+    version = re.search(r'^__version__ = "([^"]+)"$', init, re.M).group(1)
+    assert sdist.name == f"mvkm-{version}.tar.gz"
+    assert f"\nVersion: {version}\n" in pkg_info
+    url = re.search(r"^repository:\n  url: (\S+)$", (ROOT / "_config.yml").read_text(), re.M).group(1)
+    assert f"\nProject-URL: Repository, {url}\n" in pkg_info
+    assert "\nDescription-Content-Type: text/markdown\n" in pkg_info
+
+
+def test_a_wheel_built_from_the_sdist_passes_the_sdists_tests(sdist, tmp_path):
+    """What `python -m build` does (the wheel from the unpacked sdist, without a warning), then
+    the sdist's tests run against that wheel installed: one file, test_validation.py."""
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (unpacked,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    whl = _build("build_wheel", unpacked, tmp_path)
+    env = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env)
+    python = env / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+                              "--no-index", "--quiet", str(whl)], capture_output=True, text=True, timeout=300,
+                             env=_clean_env())
+    assert install.returncode == 0, install.stderr
+    deps = [p for p in site.getsitepackages() + [sysconfig.get_path("purelib")] if Path(p).is_dir()]
+    (Path(purelib) / "zz_deps.pth").write_text("\n".join(dict.fromkeys(deps)) + "\n")
+    done = subprocess.run([str(python), "-P", "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q",
+                           "tests/test_validation.py"], capture_output=True, text=True, timeout=600,
+                          cwd=unpacked, env=_clean_env() | {"MVKM_TEST_INSTALLED": "1"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"\d+ passed", done.stdout), done.stdout[-500:]
+
+
+def test_twine_accepts_the_sdist_and_the_wheel(sdist, wheel):
+    """`make dist` runs `twine check --strict` (twine is installed there on first use)."""
+    pytest.importorskip("twine")
+    done = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(sdist), str(wheel)],
+                          capture_output=True, text=True, timeout=300, env=_clean_env())
+    assert done.returncode == 0, done.stdout + done.stderr
