@@ -949,6 +949,8 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if is_dask_array(X) or (self.batch_size is not None and self.formulation == "primal"):
             check_is_fitted(self, "sigma2_")
             check_dask_chunks(X, "X")
+            if not is_dask_array(X):
+                X = check_array(X, "X")         # a list, a DataFrame: as fit reads it
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X must have shape (m, {self.n_features_in_}), got {X.shape}")
             return map_rows(lambda Xc: self._transform(np.asarray(Xc)), [X],

@@ -36,6 +36,7 @@ from ._validation import (
 )
 from ._validation import (atomic_fit, check_bool, check_dask_chunks, check_finite_result,
                           check_map_output, gram_of_view)
+from ._validation import as_array
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
@@ -133,9 +134,9 @@ def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit
     return "Algorithm 1" if primal else "Algorithm 2"
 
 
-def _ndim(X: Any) -> int:
+def _ndim(X: Any, name: str = "X") -> int:
     """The number of dimensions of an array-like (its own ``ndim``, else that of ``np.asarray``)."""
-    return int(X.ndim) if hasattr(X, "ndim") else np.asarray(X).ndim
+    return int(X.ndim) if hasattr(X, "ndim") else as_array(X, name).ndim
 
 
 def _as_2d(X: ArrayLike, name: str) -> Any:
@@ -150,7 +151,7 @@ def _as_2d(X: ArrayLike, name: str) -> Any:
             raise ValueError(f"{name} must be a 1-D or 2-D array, got a dask array of shape {X.shape}")
         return X[:, None] if X.ndim == 1 else X
     check_not_sparse(X, name)
-    arr = np.asarray(X)
+    arr = as_array(X, name)
     if arr.ndim == 1:
         arr = arr[:, None]
     return check_array(arr, name)
@@ -404,7 +405,7 @@ class MultiViewRKM(BaseEstimator):
             raise ValueError(f"expected {n_views} views (as in fit), got {len(views)}")
         if len(views) == 0:
             raise ValueError("views is empty: give at least one view")
-        if len(views) == 1 and views[0] is not None and _ndim(views[0]) == 1:
+        if len(views) == 1 and views[0] is not None and _ndim(views[0], "views[0]") == 1:
             # one view: the model is scikit-learn's single-array estimator, which refuses 1-D X
             raise ValueError(
                 "views[0] must be a 2-D array (one view: 1-D input is ambiguous), got shape "

@@ -54,6 +54,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_array, check_positive, check_random_state, reset_fitted
 from ._validation import atomic_fit, check_bool
+from ._validation import as_array
 from .kernels import Kernel, Linear
 from .linalg import ConvergenceWarning
 
@@ -801,7 +802,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
 
     @staticmethod
     def _check_X(X: ArrayLike, name: str = "X") -> NDArray[np.float64]:
-        arr = np.asarray(X) if not hasattr(X, "toarray") else X
+        arr = as_array(X, name) if not hasattr(X, "toarray") else X
         if hasattr(arr, "toarray"):
             raise TypeError(f"{name}: sparse input is not supported (a stack of matrices is a dense "
                             f"3-D array), got {type(X).__name__}")

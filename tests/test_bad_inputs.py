@@ -70,6 +70,8 @@ def _partner(x):
 
 
 def _width(x):
+    if isinstance(x, list) and x and isinstance(x[0], list):    # a (possibly ragged) nested list
+        return len(x[0])
     shape = np.shape(x) if not hasattr(x, "shape") else x.shape
     return shape[1] if len(shape) == 2 else 1
 
@@ -171,7 +173,7 @@ TARGETS: dict[str, Target] = {
 # --------------------------------------------------------------------- inputs
 ERROR_KINDS = {"nan", "inf", "empty", "3-d", "object", "complex", "string", "None view",
                "mismatched views", "missing view", "array instead of list", "not symmetric",
-               "2-d series", "2-d matrices"}
+               "2-d series", "2-d matrices", "ragged"}
 
 
 def _unknown_chunks(A):
@@ -187,6 +189,19 @@ def _with(A, value):
     return A
 
 
+def _ragged(A):
+    """``A`` as a nested list with one entry of another length (issue 35, item 7: numpy's
+    "inhomogeneous shape" reached the user)."""
+    L = A.tolist()
+    if A.ndim == 1:
+        L[1] = [L[1], L[1]]
+    elif A.ndim == 2:
+        L[1] = L[1][:-1]
+    else:
+        L[1][0] = L[1][0][:-1]
+    return L
+
+
 def _inputs(kind: str) -> dict[str, Callable[[], Any]]:
     base = {"2d": B2, "views": B2, "square": KSQ, "3d": M3, "1d": S1}[kind]
     out: dict[str, Callable[[], Any]] = {
@@ -198,6 +213,7 @@ def _inputs(kind: str) -> dict[str, Callable[[], Any]]:
         "string": lambda: base.astype(str),
         "float16": lambda: base.astype(np.float16),
         "list": lambda: base.tolist(),
+        "ragged": lambda: _ragged(base),
         "torch": lambda: __import__("torch").tensor(base),
         "scale 1e300": lambda: base * 1e300,
         "scale 1e-300": lambda: base * 1e-300,
@@ -384,6 +400,47 @@ def test_truthy_strings(key):
         pytest.importorskip("torch")
     outcome, detail = classify_bool(key)
     assert outcome == "clear", detail
+
+
+# ------------------------------------------------------- issue 35, item 7: errors that say what is wrong
+# Each entry: the call, the error type(s), and a pattern its message must match (the argument, and
+# what is wrong). Before issue 35 each raised an internal error (numpy's, ARPACK's, an
+# AttributeError, a UnicodeDecodeError) or returned an answer to an input it misread.
+ISSUE35_ERRORS: dict[str, tuple[Callable[..., Any], Any, str]] = {}
+
+
+# a ragged list as a view, past fit (fit's cases are the catalogue's "ragged" inputs)
+ISSUE35_ERRORS.update({
+    "MultiViewRKM.transform(ragged view)": (
+        lambda: mvkm.MultiViewRKM(2).fit([B2, Y2]).transform([_ragged(B2), Y2]),
+        ValueError, r"views\[0\] must be a rectangular array.*views\[0\]\[1\] has 2 entries"),
+    "MultiViewKPLS.transform(ragged view)": (
+        lambda: mvkm.MultiViewKPLS(1).fit([B2, Y2]).transform([B2, _ragged(Y2)]),
+        ValueError, r"views\[1\] must be a rectangular array"),
+    "KernelPPCA(batch_size).transform(ragged list)": (
+        lambda: mvkm.KernelPPCA(1, formulation="primal", batch_size=10).fit(B2).transform(_ragged(B2)),
+        ValueError, r"X must be a rectangular array"),
+    "kernel_smoother(ragged k_hat)": (
+        lambda: mvkm.preimage.kernel_smoother([[1.0, 2.0], [1.0]], B2[:2]),
+        ValueError, r"k_hat must be a rectangular array"),
+})
+
+
+@pytest.mark.parametrize("key", sorted(ISSUE35_ERRORS))
+def test_issue35_clear_errors(key, tmp_path):
+    call, kind, pattern = ISSUE35_ERRORS[key]
+    if "stiefel" in key:
+        pytest.importorskip("torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(kind, match=pattern):
+            call(tmp_path) if call.__code__.co_argcount else call()   # a file to write
+
+
+def test_issue35_streamed_ppca_transforms_a_list():
+    # the streamed primal KernelPPCA transformed a list with an AttributeError ('list'.ndim)
+    m = mvkm.KernelPPCA(1, formulation="primal", batch_size=10).fit(B2)
+    assert np.allclose(m.transform(B2.tolist()), m.transform(B2), rtol=1e-12, atol=1e-12)
 
 
 def count() -> dict[str, int]:
