@@ -765,6 +765,7 @@ class MultiViewRKM(BaseEstimator):
                                     progress=bool(self.progress))
                 self._kernel_means[v] = op.row_means_
                 ops.append(op)
+        self._check_not_round_off(ops)
         if self.n_views_ == 1 and self._kinds[0] == "kernel":
             lam, H = matfree_top_eigh(self._X_fit[0], self._kernels[0], s, device=self.device,
                                       random_state=seed, progress=bool(self.progress))
@@ -779,6 +780,35 @@ class MultiViewRKM(BaseEstimator):
         self._UtU = [H.T @ KvH for KvH in KH]
         self._KH = [KvH if self._kinds[v] == "kernel" else None for v, KvH in enumerate(KH)]
         self._PhiT_H = [P.T @ H if P is not None else None for P in self._Phi_c]
+
+    def _check_not_round_off(self, ops: list[Any]) -> None:
+        r"""A clear error when sum_v K_v,c is zero to round-off (matrix-free route).
+
+        Its trace, the sum of its eigenvalues, is then below the round-off of one
+        product, :math:`n \varepsilon \sum_v \max_i k_v(x_i, x_i)`: every kernel is constant
+        on its view in float64 (an RBF width far above the spread of the data), and the
+        eigensolver has nothing to find (ARPACK stopped with its error -9).
+        """
+        n = self.n_samples_
+        trace, size = 0.0, 0.0
+        for v, op in enumerate(ops):
+            if self._kinds[v] == "kernel":
+                trace += op.trace()
+                size += float(np.abs(op._kdiag).max())
+            else:
+                P = self._Phi_c[v]
+                trace += float(np.einsum("ij,ij->", P, P))
+                size += float(np.einsum("ij,ij->i", P, P).max())
+        floor = n * np.finfo(float).eps * size
+        if not trace > floor:
+            kernels = ", ".join(f"kernels[{v}] = {self._kernels[v]!r}" for v in range(self.n_views_)
+                                if self._kinds[v] == "kernel")
+            raise ValueError(
+                f"views: the sum of the centred kernel matrices is zero to round-off (its trace "
+                f"{trace:.3g} is below n eps sum_v max k_v(x, x) = {floor:.3g}): each kernel is "
+                f"constant on its view in float64 ({kernels}), e.g. an RBF width far larger than "
+                "the spread of the data, so there is no direction to find; use smaller widths "
+                "or rescale the views")
 
     # --------------------------------------------------------------- inference
     def _projections(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:

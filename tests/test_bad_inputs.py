@@ -426,6 +426,24 @@ ISSUE35_ERRORS.update({
 })
 
 
+# the matrix-free route on kernels that are constant in float64 (ARPACK error -9 before)
+def _zero_operator():
+    import scipy.sparse.linalg as spla
+
+    return spla.LinearOperator((30, 30), matvec=lambda x: np.zeros(30), dtype=np.float64)
+
+
+ISSUE35_ERRORS.update({
+    "MultiViewRKM(RBF(1e10) x 2, kernel_storage='none')": (
+        lambda: mvkm.MultiViewRKM(2, kernels=[mvkm.RBF(1e10), mvkm.RBF(1e10)],
+                                  kernel_storage="none").fit([B2, Y2]),
+        ValueError, r"views: the sum of the centred kernel matrices is zero to round-off.*RBF"),
+    "top_eigh(zero operator, 'arpack')": (
+        lambda: mvkm.top_eigh(_zero_operator(), 2, "arpack"),
+        ValueError, r"K is zero to round-off.*ARPACK error -9"),
+})
+
+
 @pytest.mark.parametrize("key", sorted(ISSUE35_ERRORS))
 def test_issue35_clear_errors(key, tmp_path):
     call, kind, pattern = ISSUE35_ERRORS[key]
@@ -441,6 +459,12 @@ def test_issue35_streamed_ppca_transforms_a_list():
     # the streamed primal KernelPPCA transformed a list with an AttributeError ('list'.ndim)
     m = mvkm.KernelPPCA(1, formulation="primal", batch_size=10).fit(B2)
     assert np.allclose(m.transform(B2.tolist()), m.transform(B2), rtol=1e-12, atol=1e-12)
+
+
+def test_issue35_arpack_max_iter_beyond_int32():
+    # top_eigh(..., 'arpack', max_iter=10**12): ARPACK's int32 counter overflowed ("error -4")
+    lam, _ = mvkm.top_eigh(KSQ, 3, "arpack", max_iter=10**12)
+    assert np.allclose(lam, mvkm.top_eigh(KSQ, 3, "dense")[0], rtol=1e-10)
 
 
 def count() -> dict[str, int]:
