@@ -175,6 +175,98 @@ def _checked_gamma_spectrum(Gamma: NDArray[np.float64]) -> NDArray[np.float64]:
     return ev
 
 
+#: Relative round-off below zero tolerated in the checks that a user's kernel is positive
+#: semi-definite (of the size of its uncentred entries or of its largest eigenvalue).
+_PSD_RTOL = 1e-8
+_PROBE_BLOCK, _PROBE_STEPS = 8, 4
+
+
+def _is_mercer(kernel: Any) -> bool:
+    """Whether ``kernel`` is one of mvkm's kernels, positive semi-definite by construction."""
+    from .kernels import RBF, Laplacian, Polynomial
+
+    return type(kernel) in (Linear, RBF, Laplacian, Polynomial)
+
+
+def _ritz_extremes(T: Any, rng: np.random.Generator) -> tuple[float, float]:
+    """Smallest and largest Ritz values of ``T`` (a centred :class:`GramTriangle`) on a block
+    Krylov space of ``_PROBE_BLOCK x _PROBE_STEPS`` vectors: the smallest is an upper bound of
+    its smallest eigenvalue, and a clearly negative eigenvalue appears in it first (four thin
+    block products, as :func:`mvkm.kpls._psd_probe`)."""
+    n = T.n
+    Q = np.linalg.qr(rng.standard_normal((n, min(_PROBE_BLOCK, n))))[0]
+    basis, images = [], []
+    for _ in range(_PROBE_STEPS):
+        KQ = T.matmat(Q)
+        basis.append(Q)
+        images.append(KQ)
+        B = np.hstack(basis)
+        if B.shape[1] >= n:
+            break
+        Z = KQ
+        for _ in range(2):
+            Z = Z - B @ (B.T @ Z)
+        Q, R = np.linalg.qr(Z)
+        keep = np.abs(np.diagonal(R)) > 1e-10 * max(float(np.abs(KQ).max()), np.finfo(float).tiny)
+        if not keep.any():
+            break
+        Q = Q[:, keep]
+    B, KB = np.hstack(basis), np.hstack(images)
+    mu = np.linalg.eigvalsh(0.5 * (B.T @ KB + KB.T @ B))
+    return float(mu[0]), float(mu[-1])
+
+
+def _extreme_eigenvalues(T: Any) -> tuple[float, float]:
+    """The most negative and the largest eigenvalue of ``T``'s centred matrix (an error path):
+    LAPACK up to n = 2000, else ARPACK (its partial answer if it stops short)."""
+    import scipy.linalg
+    import scipy.sparse.linalg as spla
+
+    if T.n <= 2000:
+        w = scipy.linalg.eigvalsh(T.dense())
+        return float(w[0]), float(w[-1])
+    op = spla.LinearOperator((T.n, T.n), matvec=T.matmat, matmat=T.matmat, dtype=np.float64)
+    out = []
+    for which in ("SA", "LA"):
+        try:
+            w = spla.eigsh(op, k=1, which=which, tol=1e-6, maxiter=300, return_eigenvectors=False)
+        except spla.ArpackNoConvergence as exc:
+            w = exc.eigenvalues if len(exc.eigenvalues) else np.array([np.nan])
+        out.append(float(w[0]))
+    return out[0], out[1]
+
+
+def _indefinite_kernel_error(T: Any, v: int, kernel: Any, why: str) -> ValueError:
+    lo, hi = _extreme_eigenvalues(T)
+    return ValueError(
+        f"kernels[{v}] = {kernel!r} is not positive semi-definite on views[{v}]: {why}; the most "
+        f"negative eigenvalue of its centred kernel matrix is {lo:.3g} (the largest {hi:.3g}). "
+        "MultiViewRKM needs positive semi-definite kernels (Gram matrices of feature maps): use a "
+        "Mercer kernel (mvkm.RBF, Laplacian, Linear, Polynomial) or correct the kernel")
+
+
+def _check_user_kernel(T: Any, v: int, kernel: Any, rng: np.random.Generator) -> None:
+    r"""A user's kernel (not one of mvkm's) must give a positive semi-definite centred Gram matrix.
+
+    Two cheap necessary checks (:math:`O(n)` and four block products): the centred diagonal
+    :math:`(K_c)_{ii} = (M_c e_i)^\top K (M_c e_i)` is non-negative, and no Ritz value of a
+    small block Krylov space of :math:`K_c` is negative, each beyond ``_PSD_RTOL`` times the
+    size of the uncentred kernel. Either proves :math:`K_c` indefinite; the error then gives
+    its most negative eigenvalue (one more eigensolve, on the error path only).
+    """
+    scale = max(float(np.abs(T.diagonal()).max()), float(np.abs(T.row_means).max()),
+                np.finfo(float).tiny)
+    d = T.diagonal() - 2.0 * T.row_means + T.grand_mean
+    i = int(np.argmin(d))
+    if d[i] < -_PSD_RTOL * scale:
+        raise _indefinite_kernel_error(T, v, kernel, f"the centred diagonal entry [{i}, {i}] is "
+                                                     f"{d[i]:.3g} < 0")
+    lo, hi = _ritz_extremes(T, rng)
+    if lo < -_PSD_RTOL * max(abs(hi), scale):
+        raise _indefinite_kernel_error(T, v, kernel, f"a Ritz value of its centred kernel matrix "
+                                                     f"is {lo:.3g} < 0")
+
+
 class MultiViewRKM(BaseEstimator):
     r"""Multi-view restricted kernel machine (multi-view kernel PCA), primal or dual.
 
@@ -577,8 +669,25 @@ class MultiViewRKM(BaseEstimator):
             self._fit_primal(s)
         else:
             self._fit_dual(s, n)
-        self.eigenvalues_ = _checked_gamma_spectrum(self.Gamma_)
+        try:
+            self.eigenvalues_ = _checked_gamma_spectrum(self.Gamma_)
+        except ValueError as exc:
+            self._explain_rank_error(exc)
+            raise
         return self
+
+    def _explain_rank_error(self, exc: ValueError) -> None:
+        """A rank error of a fit with a user's kernel: if that kernel is indefinite on its view,
+        say so (with its most negative eigenvalue) instead. Runs on the error path only."""
+        for v in range(self.n_views_):
+            k = self._kernels[v]
+            if self._kinds[v] != "kernel" or _is_mercer(k):
+                continue
+            T = kernel_triangle(k, self._X_fit[v])
+            lo, hi = _extreme_eigenvalues(T)
+            scale = max(float(np.abs(T.diagonal()).max()), np.finfo(float).tiny)
+            if lo < -_PSD_RTOL * max(abs(hi), scale):
+                raise _indefinite_kernel_error(T, v, k, "Gamma is singular because of it") from exc
 
     def fit_transform(self, views: Sequence[ArrayLike], y: Any = None) -> NDArray[np.float64]:
         """Fit on the views and return the latent variables of the training points.
@@ -709,6 +818,9 @@ class MultiViewRKM(BaseEstimator):
                 tris[v] = gram_of_view(lambda A, k=self._kernels[v]: kernel_triangle(k, A),
                                        self._X_fit[v], f"views[{v}]")
                 self._kernel_means[v] = tris[v].row_means
+                if not _is_mercer(self._kernels[v]):
+                    _check_user_kernel(tris[v], v, self._kernels[v], np.random.default_rng(
+                        0 if self.random_state is None else self.random_state))
         kernel_tris = [T for T in tris if T is not None]
         features = [P for P in self._Phi_c if P is not None]
         # With the eigen-solver, one kernel view's product K_v H comes from the eigen-equation

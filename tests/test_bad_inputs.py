@@ -34,6 +34,7 @@ import mvkm.covariance
 import mvkm.datasets
 import mvkm.preimage
 import mvkm.timeseries
+import mvkm.kernels
 
 rng = np.random.default_rng(7)
 B2 = rng.normal(size=(30, 3))                       # one view / X
@@ -441,6 +442,35 @@ ISSUE35_ERRORS.update({
     "top_eigh(zero operator, 'arpack')": (
         lambda: mvkm.top_eigh(_zero_operator(), 2, "arpack"),
         ValueError, r"K is zero to round-off.*ARPACK error -9"),
+})
+
+
+# an indefinite user kernel in MultiViewRKM (a rank problem, or a silent answer, before)
+class _Negated(mvkm.kernels.Kernel):
+    """A user's kernel that is not positive semi-definite: k(x, y) = -x.y."""
+
+    def _gram(self, X, Y):
+        return -(X @ (X if Y is None else Y).T)
+
+
+class _Sigmoid(mvkm.kernels.Kernel):
+    """The sigmoid "kernel" tanh(x.y - 1): a positive diagonal here, indefinite all the same."""
+
+    def _gram(self, X, Y):
+        return np.tanh(X @ (X if Y is None else Y).T - 1.0)
+
+
+ISSUE35_ERRORS.update({
+    "MultiViewRKM(kernels=[-x.y, Linear], solver='stiefel')": (
+        lambda: mvkm.MultiViewRKM(2, kernels=[_Negated(), mvkm.Linear()], solver="stiefel").fit([B2, Y2]),
+        ValueError, r"kernels\[0\] = .* is not positive semi-definite on views\[0\].*most negative "
+                    r"eigenvalue of its centred kernel matrix is -\d"),
+    "MultiViewRKM(kernels=[-x.y, -x.y])": (
+        lambda: mvkm.MultiViewRKM(2, kernels=[_Negated(), _Negated()]).fit([B2, Y2]),
+        ValueError, r"kernels\[0\] = .* is not positive semi-definite.*most negative eigenvalue"),
+    "MultiViewRKM(kernels=[tanh(x.y - 1), Linear])": (
+        lambda: mvkm.MultiViewRKM(2, kernels=[_Sigmoid(), mvkm.Linear()]).fit([B2, Y2]),
+        ValueError, r"kernels\[0\] = .* is not positive semi-definite.*most negative eigenvalue"),
 })
 
 
