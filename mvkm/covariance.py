@@ -135,9 +135,17 @@ def default_batch_size(n_features: int) -> int:
 
 
 def iter_row_chunks(n: int, batch_size: int) -> Iterator[slice]:
-    """Consecutive row slices of at most ``batch_size`` rows covering ``range(n)``."""
-    for i0 in range(0, n, batch_size):
-        yield slice(i0, min(n, i0 + batch_size))
+    """Consecutive row slices of at most ``batch_size`` rows covering ``range(n)``.
+
+    ``n`` is an integer >= 0 and ``batch_size`` one >= 1, checked at the call
+    (not at the first ``next``): a ``ValueError`` naming the argument otherwise.
+    """
+    if isinstance(n, bool) or not isinstance(n, Integral) or n < 0:
+        raise ValueError(f"n must be an integer >= 0 (a number of rows), got {n!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, Integral) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer (rows per chunk), got {batch_size!r}")
+    n, step = int(n), int(batch_size)
+    return (slice(i0, min(n, i0 + step)) for i0 in range(0, n, step))
 
 
 @dataclass

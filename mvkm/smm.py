@@ -55,6 +55,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._validation import check_array, check_positive, check_random_state, reset_fitted
 from ._validation import atomic_fit, check_bool
 from ._validation import as_array
+from ._validation import SYMMETRY_RTOL, symmetric_scale
 from .kernels import Kernel, Linear
 from .linalg import ConvergenceWarning
 
@@ -135,7 +136,7 @@ def solve_box_qp(
         round-off floor :math:`100\,\epsilon\,|\alpha|^\top|Q||\alpha|` of its
         computation).
     max_rounds : int, default=20
-        Rounds of descent and polish.
+        Rounds of descent and polish, ``>= 1``.
 
     Returns
     -------
@@ -143,6 +144,15 @@ def solve_box_qp(
     n_iter : int
         Coordinate updates taken. A :class:`~mvkm.linalg.ConvergenceWarning` is
         raised if ``max_rounds`` end before the tolerance is met.
+
+    Raises
+    ------
+    ValueError
+        If ``Q`` is not a finite symmetric matrix (up to ``1e-8`` relative) or
+        has a negative diagonal entry (so it is not positive semi-definite);
+        ``upper``, ``alpha0`` or ``linear`` is not a finite vector of length
+        ``n`` (``upper`` may be a number), ``upper`` is not > 0, ``tol`` is not
+        > 0 or ``max_rounds`` is not a positive integer.
 
     Examples
     --------
@@ -156,15 +166,23 @@ def solve_box_qp(
     n = Q.shape[0]
     if Q.shape != (n, n):
         raise ValueError(f"Q must be square, got shape {Q.shape}")
-    u = np.broadcast_to(np.asarray(upper, dtype=float), (n,)).copy()
-    if not np.all(np.isfinite(u)) or np.any(u <= 0):
-        raise ValueError("upper must be finite and > 0")
+    size = symmetric_scale(Q, "Q")           # finite and symmetric (tile by tile)
+    if float(np.diagonal(Q).min()) < -SYMMETRY_RTOL * size:    # beyond round-off
+        i = int(np.argmin(np.diagonal(Q)))
+        raise ValueError(f"Q must be positive semi-definite, but its diagonal entry Q[{i}, {i}] = "
+                         f"{Q[i, i]:.3g} is negative")
+    u = _vector(upper, "upper", n, scalar=True)
+    if not np.all(u > 0):
+        raise ValueError(f"upper must be > 0 (the box of the dual), got {float(u.min())!r} at "
+                         f"index {int(np.argmin(u))}")
     check_positive(tol, "tol")
+    if isinstance(max_rounds, bool) or not isinstance(max_rounds, Integral) or max_rounds < 1:
+        raise ValueError(f"max_rounds must be a positive integer, got {max_rounds!r}")
     Q = np.ascontiguousarray(Q)
     c = np.ones(n) if linear is None else check_array(linear, "linear", ndim=1)
     if c.shape != (n,):
         raise ValueError(f"linear must have shape ({n},), got {c.shape}")
-    a = np.zeros(n) if alpha0 is None else np.clip(np.asarray(alpha0, dtype=float), 0.0, u)
+    a = np.zeros(n) if alpha0 is None else np.clip(_vector(alpha0, "alpha0", n), 0.0, u)
     g = Q @ a - c
     scale = max(1.0, float(np.diag(Q).max()))
     eps = 1e-3 * scale * max(1.0, float(np.abs(c).max()))
@@ -455,6 +473,18 @@ def _svm_with_intercept(K: NDArray[np.float64], y: NDArray[np.float64], C: float
     return y * a, float(b)
 
 
+def _vector(value: Any, name: str, n: int, *, scalar: bool = False) -> NDArray[np.float64]:
+    """A finite float vector of length ``n`` (a scalar broadcast to it if ``scalar``); a clear
+    ``ValueError``/``TypeError`` naming ``name`` otherwise."""
+    if scalar and isinstance(value, Real) and not isinstance(value, bool):
+        value = np.full(n, float(value))
+    v = check_array(value, name, ndim=1)
+    if v.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},){' or be a number' if scalar else ''}, "
+                         f"got shape {v.shape}")
+    return v
+
+
 def svm_objective(K: ArrayLike, y: ArrayLike, dual_coef: ArrayLike, C: float,
                   intercept: float = 0.0) -> float:
     r"""The SVM primal objective of the classifier :math:`f = K\beta + b`.
@@ -477,11 +507,32 @@ def svm_objective(K: ArrayLike, y: ArrayLike, dual_coef: ArrayLike, C: float,
     Returns
     -------
     float
+
+    Raises
+    ------
+    ValueError
+        If ``K`` is not a finite square matrix, ``y`` or ``dual_coef`` is not a
+        finite vector of its length, ``y`` holds a label other than -1 and +1,
+        ``C`` is not finite and > 0, or ``intercept`` is not finite.
+    TypeError
+        If ``C`` or ``intercept`` is not a real number.
     """
-    K = np.asarray(K, dtype=float)
-    beta = np.asarray(dual_coef, dtype=float)
-    f = K @ beta + intercept
-    return float(0.5 * beta @ (K @ beta) + C * np.maximum(0.0, 1.0 - np.asarray(y) * f).sum())
+    K = check_array(K, "K")
+    n = K.shape[0]
+    if K.shape != (n, n):
+        raise ValueError(f"K must be square (n, n), got shape {K.shape}")
+    y = _vector(y, "y", n)
+    labels = np.unique(y)
+    if not np.all(np.isin(labels, (-1.0, 1.0))):
+        raise ValueError(f"y must hold labels in {{-1, +1}}, got {labels[~np.isin(labels, (-1.0, 1.0))][:5]}")
+    beta = _vector(dual_coef, "dual_coef", n)
+    C = check_positive(C, "C")
+    if isinstance(intercept, bool) or not isinstance(intercept, Real):
+        raise TypeError(f"intercept must be a real number, got {intercept!r}")
+    if not np.isfinite(intercept):
+        raise ValueError(f"intercept must be finite, got {intercept!r}")
+    f = K @ beta + float(intercept)
+    return float(0.5 * beta @ (K @ beta) + C * np.maximum(0.0, 1.0 - y * f).sum())
 
 
 # --------------------------------------------------------------------------

@@ -35,6 +35,7 @@ import mvkm.datasets
 import mvkm.preimage
 import mvkm.timeseries
 import mvkm.kernels
+import mvkm.smm
 
 rng = np.random.default_rng(7)
 B2 = rng.normal(size=(30, 3))                       # one view / X
@@ -471,6 +472,73 @@ ISSUE35_ERRORS.update({
     "MultiViewRKM(kernels=[tanh(x.y - 1), Linear])": (
         lambda: mvkm.MultiViewRKM(2, kernels=[_Sigmoid(), mvkm.Linear()]).fit([B2, Y2]),
         ValueError, r"kernels\[0\] = .* is not positive semi-definite.*most negative eigenvalue"),
+})
+
+
+# solve_box_qp, svm_objective, iter_row_chunks and read_ts on bad arguments
+_yPM = np.where(np.arange(30) % 2 == 0, 1.0, -1.0)   # labels in {-1, +1}
+
+
+def _binary_ts(tmp_path):
+    path = tmp_path / "binary.ts"
+    path.write_bytes(b"\xff\xfe\x00\x81@data\n")
+    return mvkm.datasets.read_ts(path)
+
+
+ISSUE35_ERRORS.update({
+    # solve_box_qp
+    "solve_box_qp(upper='a')": (lambda: mvkm.smm.solve_box_qp(KSQ, "a"), (TypeError, ValueError), r"upper"),
+    "solve_box_qp(upper of length 5)": (lambda: mvkm.smm.solve_box_qp(KSQ, np.ones(5)), ValueError,
+                                        r"upper must have shape \(30,\)"),
+    "solve_box_qp(alpha0 of length 5)": (lambda: mvkm.smm.solve_box_qp(KSQ, 1.0, alpha0=np.ones(5)),
+                                         ValueError, r"alpha0 must have shape \(30,\)"),
+    "solve_box_qp(alpha0 NaN)": (lambda: mvkm.smm.solve_box_qp(KSQ, 1.0, alpha0=np.full(30, np.nan)),
+                                 ValueError, r"alpha0 contains NaN"),
+    "solve_box_qp(max_rounds=0)": (lambda: mvkm.smm.solve_box_qp(KSQ, 1.0, max_rounds=0), ValueError,
+                                   r"max_rounds must be a positive integer, got 0"),
+    "solve_box_qp(max_rounds=1.5)": (lambda: mvkm.smm.solve_box_qp(KSQ, 1.0, max_rounds=1.5), ValueError,
+                                     r"max_rounds must be a positive integer"),
+    "solve_box_qp(Q not symmetric)": (
+        lambda: mvkm.smm.solve_box_qp(KSQ + np.triu(np.ones_like(KSQ)), 1.0), ValueError,
+        r"Q must be symmetric"),
+    "solve_box_qp(Q with a negative diagonal)": (
+        lambda: mvkm.smm.solve_box_qp(-KSQ, 1.0), ValueError, r"Q must be positive semi-definite"),
+    # svm_objective
+    "svm_objective(K not square)": (lambda: mvkm.smm.svm_objective(B2, _yPM, _yPM, 1.0), ValueError,
+                                    r"K must be square"),
+    "svm_objective(y of length 5)": (lambda: mvkm.smm.svm_objective(KSQ, _yPM[:5], _yPM, 1.0),
+                                     ValueError, r"y must have shape \(30,\)"),
+    "svm_objective(dual_coef of length 5)": (lambda: mvkm.smm.svm_objective(KSQ, _yPM, _yPM[:5], 1.0),
+                                             ValueError, r"dual_coef must have shape \(30,\)"),
+    "svm_objective(y in {0, 1})": (lambda: mvkm.smm.svm_objective(KSQ, (_yPM > 0) * 1.0, _yPM, 1.0),
+                                   ValueError, r"y must hold labels in \{-1, \+1\}, got \[0\.\]"),
+    "svm_objective(y in {-3, 3})": (lambda: mvkm.smm.svm_objective(KSQ, 3 * _yPM, _yPM, 1.0),
+                                    ValueError, r"y must hold labels in \{-1, \+1\}"),
+    "svm_objective(C=-1)": (lambda: mvkm.smm.svm_objective(KSQ, _yPM, _yPM, -1.0), ValueError,
+                            r"C must be finite and > 0, got -1"),
+    "svm_objective(C='1')": (lambda: mvkm.smm.svm_objective(KSQ, _yPM, _yPM, "1"), TypeError,
+                             r"C must be a real number"),
+    "svm_objective(intercept='a')": (lambda: mvkm.smm.svm_objective(KSQ, _yPM, _yPM, 1.0, "a"),
+                                     TypeError, r"intercept must be a real number"),
+    "svm_objective(intercept=nan)": (lambda: mvkm.smm.svm_objective(KSQ, _yPM, _yPM, 1.0, np.nan),
+                                     ValueError, r"intercept must be finite"),
+    "svm_objective(K with NaN)": (lambda: mvkm.smm.svm_objective(KSQ * np.nan, _yPM, _yPM, 1.0),
+                                  ValueError, r"K contains NaN"),
+    # iter_row_chunks (checked at the call, not at the first next)
+    "iter_row_chunks(10, 0)": (lambda: mvkm.covariance.iter_row_chunks(10, 0), ValueError,
+                               r"batch_size must be a positive integer"),
+    "iter_row_chunks(10, 2.5)": (lambda: mvkm.covariance.iter_row_chunks(10, 2.5), ValueError,
+                                 r"batch_size must be a positive integer"),
+    "iter_row_chunks(10, True)": (lambda: mvkm.covariance.iter_row_chunks(10, True), ValueError,
+                                  r"batch_size must be a positive integer"),
+    "iter_row_chunks(-1, 2)": (lambda: mvkm.covariance.iter_row_chunks(-1, 2), ValueError,
+                               r"n must be an integer >= 0"),
+    "iter_row_chunks('10', 2)": (lambda: mvkm.covariance.iter_row_chunks("10", 2), ValueError,
+                                 r"n must be an integer >= 0"),
+    # read_ts
+    "read_ts(None)": (lambda: mvkm.datasets.read_ts(None), TypeError, r"path must be a str or pathlib.Path"),
+    "read_ts(3)": (lambda: mvkm.datasets.read_ts(3), TypeError, r"path must be a str or pathlib.Path"),
+    "read_ts(a binary file)": (_binary_ts, ValueError, r"path: binary.ts is not a UTF-8 text file"),
 })
 
 
