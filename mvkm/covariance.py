@@ -742,7 +742,8 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
         A tqdm bar over the rows; ``None`` shows it only if the reduction
         lasts over 5 seconds (see :func:`progress_bar`).
     split_every : int, default=4
-        Fan-in of the Dask tree reduction.
+        Fan-in of the Dask tree reduction, ``>= 2`` (checked also for numpy
+        views, where it is not used).
     nystrom_raw : bool, default=False
         numpy, float64: reduce a :class:`~mvkm.features.Nystrom` view as its
         raw kernel rows :math:`K(X, L)` and map the result once,
@@ -786,6 +787,9 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
         raise ValueError("views is empty: give at least one view")
     dtype = _check_dtype(dtype)
     batch_size = check_batch_size(batch_size)
+    if isinstance(split_every, bool) or not isinstance(split_every, Integral) or split_every < 2:
+        raise ValueError(f"split_every must be an integer >= 2 (the fan-in of the Dask tree "
+                         f"reduction), got {split_every!r}")
     check_views_and_maps(views, maps)
     sizes = {v: len(X) for v, X in enumerate(views)}
     if len(set(sizes.values())) > 1:

@@ -709,7 +709,10 @@ def kernel_top_eigh(
         Eigenpairs of the centred Gram matrix :math:`K_c = M_c K M_c` (kernel
         PCA), with the centring applied inside each product, or of :math:`K`.
     tol, random_state
-        As in :func:`top_eigh`.
+        As in :func:`top_eigh`: the residual tolerance and the seed of the
+        ``"lanczos"`` route. Both are checked on every call; the LAPACK route
+        (:math:`n \le 1000` or :math:`s > 0.08\,n`) uses neither, since its
+        eigenpairs are exact to round-off, below any ``tol``.
     n_jobs : int, optional
         Threads for the kernel's tiles (see :class:`mvkm.kernels.Kernel`).
     progress : bool or None, default=None
@@ -752,12 +755,12 @@ def kernel_top_eigh(
     if n < 2:
         raise ValueError(f"X must have n >= 2 rows (points) for kernel_top_eigh, got {n}")
     s = check_n_components(n_components, n - 1, what="n - 1")
+    tol = _checked_tol(tol)                  # checked on both routes (LAPACK's needs none)
+    rng = check_random_state(random_state)
     if n <= _AUTO_DENSE_MAX_N or s > _AUTO_DENSE_FRACTION * n:
         K = kernel(Xa, n_jobs=n_jobs)
         _check_gram_range(K, Xa, kernel)
         return top_eigh(K, s, "dense", center=center, check_symmetric=False)
-    tol = _checked_tol(tol)
-    rng = check_random_state(random_state)
     K = upper_gram(kernel, Xa, n_jobs=n_jobs)
     _check_gram_range(K, Xa, kernel)
     return _triangle_top(K, s, tol, rng, center, f"the Gram matrix of {kernel!r}", progress=progress)

@@ -1186,7 +1186,17 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             return np.einsum("ij,ij->i", F, F)
         kernel = Linear() if self.kernel is None else self.kernel
         if hasattr(kernel, "diag"):
-            return np.asarray(kernel.diag(X), dtype=np.float64)
+            try:
+                return np.asarray(kernel.diag(X), dtype=np.float64)
+            except ValueError:
+                # mvkm's kernels raise, as their Gram matrices do, where k(x, x) overflows
+                # float64 (X was checked): inf for those rows, so that score_samples names them
+                def one(x: Array) -> float:
+                    try:
+                        return float(kernel.diag(x[None, :])[0])
+                    except ValueError:
+                        return np.inf
+                return np.array([one(x) for x in X])
         return np.array([float(np.asarray(kernel(X[i:i + 1], X[i:i + 1]))[0, 0])
                          for i in range(X.shape[0])])
 

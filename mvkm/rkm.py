@@ -121,6 +121,8 @@ def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit
     'Algorithm 2'
     """
     n = check_count(n_samples, "n_samples")
+    for flag, name in ((explicit, "explicit"), (parametric, "parametric"), (stiefel, "stiefel")):
+        check_bool(flag, name)               # a string such as "no" is truthy
     if parametric and not explicit:
         raise ValueError("parametric feature maps are explicit: parametric=True needs explicit=True")
     if not explicit:

@@ -399,7 +399,8 @@ class CayleyAdam(torch.optim.Optimizer):
                  weight_decay: float = 0.0, ortho_tol: float | None = None) -> None:
         _check_adam_options(lr=lr, betas=betas, eps=eps, q=q, s=s,
                             weight_decay=weight_decay, ortho_tol=ortho_tol)
-        defaults = dict(lr=lr, betas=betas, eps=eps, q=q, s=s, stiefel=bool(stiefel),
+        defaults = dict(lr=lr, betas=betas, eps=eps, q=q, s=s,
+                        stiefel=check_bool(stiefel, "stiefel"),
                         weight_decay=weight_decay, ortho_tol=ortho_tol)
         super().__init__(params, defaults)
 
@@ -408,6 +409,7 @@ class CayleyAdam(torch.optim.Optimizer):
         merged = {**self.defaults, **param_group}
         _check_adam_options(**{k: merged[k] for k in
                                ("lr", "betas", "eps", "q", "s", "weight_decay", "ortho_tol")})
+        check_bool(merged["stiefel"], "stiefel")       # a string such as "no" is truthy
         super().add_param_group(param_group)
         self.param_groups[-1]["stiefel"] = bool(self.param_groups[-1]["stiefel"])
 

@@ -335,6 +335,14 @@ BOOL_CASES = {
     "center_gram(copy='no')": lambda: mvkm.center_gram(KSQ, copy="no"),
     "top_eigh(center='no')": lambda: mvkm.top_eigh(KSQ, 2, center="no"),
     "maximize_trace(rotate='no')": lambda: _stiefel().maximize_trace(KSQ, 2, rotate="no"),
+    # issue 35, item 7: read as True before
+    "choose_algorithm(stiefel='no')": lambda: mvkm.choose_algorithm(100, 10, stiefel="no"),
+    "choose_algorithm(explicit='no')": lambda: mvkm.choose_algorithm(100, 10, explicit="no"),
+    "choose_algorithm(parametric='no')": lambda: mvkm.choose_algorithm(100, 10, parametric="no"),
+    "CayleyAdam(stiefel='no')": lambda: _stiefel().CayleyAdam(
+        [__import__("torch").zeros(3, 2, requires_grad=True)], stiefel="no"),
+    "CayleyAdam(stiefel='no', in a group)": lambda: _stiefel().CayleyAdam(
+        [{"params": [__import__("torch").zeros(3, 2, requires_grad=True)], "stiefel": "no"}]),
 }
 
 
@@ -398,7 +406,7 @@ def test_bad_views(key):
 
 @pytest.mark.parametrize("key", sorted(BOOL_CASES))
 def test_truthy_strings(key):
-    if key.startswith("maximize_trace"):
+    if key.startswith(("maximize_trace", "CayleyAdam")):
         pytest.importorskip("torch")
     outcome, detail = classify_bool(key)
     assert outcome == "clear", detail
@@ -542,6 +550,28 @@ ISSUE35_ERRORS.update({
 })
 
 
+# arguments accepted and ignored or misread
+ISSUE35_ERRORS.update({
+    "kernel_top_eigh(tol=-1), n <= 1000": (
+        lambda: mvkm.kernel_top_eigh(mvkm.RBF(1.0), B2, 2, tol=-1), ValueError, r"tol must be a finite"),
+    "kernel_top_eigh(tol='a'), n <= 1000": (
+        lambda: mvkm.kernel_top_eigh(mvkm.RBF(1.0), B2, 2, tol="a"), ValueError, r"tol must be a finite"),
+    "feature_moments(split_every=0)": (
+        lambda: mvkm.covariance.feature_moments([B2], [mvkm.Identity().fit(B2)], split_every=0),
+        ValueError, r"split_every must be an integer >= 2"),
+    "feature_moments(split_every=1)": (
+        lambda: mvkm.covariance.feature_moments([B2], [mvkm.Identity().fit(B2)], split_every=1),
+        ValueError, r"split_every must be an integer >= 2"),
+    "feature_moments(split_every='a')": (
+        lambda: mvkm.covariance.feature_moments([B2], [mvkm.Identity().fit(B2)], split_every="a"),
+        ValueError, r"split_every must be an integer >= 2"),
+    "Polynomial(3).diag(X * 1e120)": (lambda: mvkm.Polynomial(3).diag(B2 * 1e120), ValueError,
+                                      r"the Gram matrix of Polynomial\(degree=3, c=1.0\) is not finite"),
+    "Linear().diag(X * 1e160)": (lambda: mvkm.Linear().diag(B2 * 1e160), ValueError,
+                                 r"the Gram matrix of Linear\(\) is not finite"),
+})
+
+
 @pytest.mark.parametrize("key", sorted(ISSUE35_ERRORS))
 def test_issue35_clear_errors(key, tmp_path):
     call, kind, pattern = ISSUE35_ERRORS[key]
@@ -563,6 +593,39 @@ def test_issue35_arpack_max_iter_beyond_int32():
     # top_eigh(..., 'arpack', max_iter=10**12): ARPACK's int32 counter overflowed ("error -4")
     lam, _ = mvkm.top_eigh(KSQ, 3, "arpack", max_iter=10**12)
     assert np.allclose(lam, mvkm.top_eigh(KSQ, 3, "dense")[0], rtol=1e-10)
+
+
+def test_issue35_polynomial_diag_agrees_with_the_gram_matrix():
+    # Polynomial()(X) raised where .diag(X) returned inf; both raise the same error now
+    for k, X in [(mvkm.Polynomial(3), B2 * 1e120), (mvkm.Linear(), B2 * 1e160)]:
+        msgs = []
+        for f in (k, k.diag):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with pytest.raises(ValueError) as info:
+                    f(X)
+            msgs.append(str(info.value))
+        assert msgs[0] == msgs[1]
+        assert np.allclose(k.diag(B2), np.diag(k(B2)), rtol=1e-13)
+
+
+def test_issue35_valid_inputs_unchanged():
+    # iter_row_chunks still covers range(n) in order
+    assert [(c.start, c.stop) for c in mvkm.covariance.iter_row_chunks(7, 3)] == [(0, 3), (3, 6), (6, 7)]
+    assert list(mvkm.covariance.iter_row_chunks(0, 3)) == []
+    # svm_objective on valid input: unchanged
+    K, beta = KSQ, 0.1 * _yPM
+    f = K @ beta + 0.5
+    want = 0.5 * beta @ K @ beta + 2.0 * np.maximum(0.0, 1.0 - _yPM * f).sum()
+    assert mvkm.smm.svm_objective(K, _yPM, beta, 2.0, 0.5) == pytest.approx(want, rel=1e-14)
+    # a positive semi-definite user kernel is accepted by MultiViewRKM (no false alarm)
+    class _Cosine(mvkm.kernels.Kernel):
+        def _gram(self, X, Y):
+            Yn = X if Y is None else Y
+            return (X / np.linalg.norm(X, axis=1, keepdims=True)) @ (
+                Yn / np.linalg.norm(Yn, axis=1, keepdims=True)).T
+
+    assert mvkm.MultiViewRKM(2, kernels=[_Cosine(), mvkm.Linear()]).fit([B2, Y2]).eigenvalues_[1] > 0
 
 
 def count() -> dict[str, int]:
