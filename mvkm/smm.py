@@ -720,6 +720,28 @@ def _orthonormal(P: NDArray[np.float64]) -> NDArray[np.float64]:
 # The estimator
 # --------------------------------------------------------------------------
 
+#: Alternations over which LowRankSMM's objective must fall beyond round-off not to stagnate.
+_STAGNATION_WINDOW = 10
+#: The duality-gap tolerance of the half-steps' box QPs (solve_box_qp's default), relative to
+#: max(1, objective): the accuracy of each objective value the alternation compares.
+_QP_TOL = 1e-12
+
+
+def _stagnation_floor(obj: float, n: int) -> float:
+    """The round-off of a difference of two objective values: two QP solutions' accuracy
+    (``_QP_TOL * max(1, |P|)`` each) and the float64 round-off of the sums (``n eps |P|``)."""
+    return 2.0 * _QP_TOL * max(1.0, abs(obj)) + n * np.finfo(float).eps * abs(obj)
+
+
+def _smm_stagnated(objective: list[float], n: int) -> bool:
+    """Whether the C-step objectives fell by no more than their round-off over the last
+    ``_STAGNATION_WINDOW`` alternations (the list holds C, P, C, ... half-step values)."""
+    w = _STAGNATION_WINDOW
+    if len(objective) < 2 * w + 1:
+        return False
+    return objective[-1 - 2 * w] - objective[-1] <= _stagnation_floor(objective[-1], n)
+
+
 class LowRankSMM(ClassifierMixin, BaseEstimator):
     r"""Low-rank support matrix machine with row and column kernels.
 
@@ -749,7 +771,15 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         random starts up to 258. A fit that reaches ``max_iter`` warns.
     tol : float, default=1e-6
         Stop when an alternation lowers the objective by less than
-        ``tol`` times its value.
+        ``tol`` times its value. A ``tol`` below what the objective can
+        resolve (``tol=0``; each half-step's QP is solved to a duality gap of
+        ``1e-12 * max(1, P)``, so two objective values differ by round-off up
+        to about ``2e-12 * max(1, P)``) is not waited for: the fit stops, with
+        a ``ConvergenceWarning`` that says so, once 10 alternations have
+        lowered the objective by no more than that round-off in all
+        (stagnation; it can come first only for ``tol`` below about
+        ``2e-13``). A fit that still makes progress beyond round-off, however
+        slowly, goes on to ``max_iter``.
     init : {"svd", "random"} or tuple of two arrays, default="svd"
         ``"svd"``: solve the full-rank problem (:math:`W = I`, one SVM) and
         start from the top ``rank`` right singular vectors of its row and
@@ -966,6 +996,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         objective = [obj]
         n_iter = 0
         converged = self.max_iter == 0
+        stagnated = False
         for n_iter in range(1, int(self.max_iter) + 1):
             Ur, Uc, obj_p, beta_p = self._p_step(sides, Ur, Uc, beta, ys)
             objective.append(obj_p)
@@ -986,9 +1017,21 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             if change <= float(self.tol) * max(abs(obj), np.finfo(float).tiny):
                 converged = True
                 break
+            if _smm_stagnated(objective, len(ys)):
+                stagnated = True
+                break
         else:
             n_iter = int(self.max_iter)
-        if not converged and objective[-3] - objective[-1] >= 0:
+        if stagnated:
+            w, floor = _STAGNATION_WINDOW, _stagnation_floor(objective[-1], len(ys))
+            warnings.warn(
+                f"LowRankSMM stopped after {n_iter} alternations: it has stagnated, the objective "
+                f"falling by {objective[-1 - 2 * w] - objective[-1]:.3g} over the last {w} "
+                f"alternations, within its round-off ({floor:.3g}, the accuracy of the half-steps' "
+                f"QP solutions); tol={self.tol!r} asks for a decrease that float64 cannot show: "
+                f"raise tol to about {floor / max(abs(objective[-1]), np.finfo(float).tiny):.1g} "
+                "to silence this", ConvergenceWarning, stacklevel=2)
+        elif not converged and objective[-3] - objective[-1] >= 0:
             warnings.warn(
                 f"LowRankSMM did not converge in max_iter={self.max_iter} alternations "
                 f"(last decrease {objective[-3] - objective[-1]:.3g}); raise max_iter",
