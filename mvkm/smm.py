@@ -183,6 +183,16 @@ def solve_box_qp(
     if c.shape != (n,):
         raise ValueError(f"linear must have shape ({n},), got {c.shape}")
     a = np.zeros(n) if alpha0 is None else np.clip(_vector(alpha0, "alpha0", n), 0.0, u)
+    return _box_qp(Q, u, c, a, tol, max_rounds)
+
+
+def _box_qp(Q: NDArray[np.float64], u: NDArray[np.float64], c: NDArray[np.float64],
+            a: NDArray[np.float64], tol: float, max_rounds: int) -> tuple[NDArray[np.float64], int]:
+    """:func:`solve_box_qp` on checked arguments: ``Q`` a symmetric C-ordered float64 matrix,
+    ``u``, ``c`` and the start ``a`` (in the box) float vectors of its size. LowRankSMM's
+    half-steps call it directly: their ``Q`` is symmetric by construction, and the public
+    checks (a tiled symmetry test) would cost more than a product with ``Q``."""
+    n = Q.shape[0]
     g = Q @ a - c
     scale = max(1.0, float(np.diag(Q).max()))
     eps = 1e-3 * scale * max(1.0, float(np.abs(c).max()))
@@ -216,7 +226,7 @@ def solve_box_qp(
         f"solve_box_qp stopped after {max_rounds} rounds ({total} coordinate updates) with a "
         f"duality gap of {gap:.2e} > {tol:.1e} * max(1, |P|)",
         ConvergenceWarning,
-        stacklevel=2,
+        stacklevel=3,
     )
     return a, total
 
@@ -386,7 +396,8 @@ def _solve_svm(K: NDArray[np.float64], y: NDArray[np.float64], C: float, fit_int
     """The SVM dual with kernel ``K`` and labels ``y`` in {-1, +1}: ``(y * alpha, b)``."""
     if not fit_intercept:
         Q = K * np.outer(y, y)
-        alpha, _ = solve_box_qp(Q, C, alpha0=alpha0)
+        start = np.zeros(len(y)) if alpha0 is None else np.clip(alpha0, 0.0, C)
+        alpha, _ = _box_qp(Q, np.full(len(y), C), np.ones(len(y)), start, _QP_TOL, 20)
         return y * alpha, 0.0
     return _svm_with_intercept(K, y, C, alpha0)
 
@@ -411,12 +422,13 @@ def _svm_with_intercept(K: NDArray[np.float64], y: NDArray[np.float64], C: float
         warnings.simplefilter("ignore", ConvergenceWarning_sklearn)
         svc = SVC(kernel="precomputed", C=C, tol=1e-3, max_iter=max(10**6, 100 * len(y))).fit(K, y)
     Q = K * np.outer(y, y)
+    box = np.full(len(y), C)
     warm = np.zeros(len(y)) if alpha0 is None else np.clip(alpha0, 0.0, C)
     warm[svc.support_] = np.abs(svc.dual_coef_[0])
 
     def at(b: float) -> tuple[float, NDArray[np.float64]]:
         nonlocal warm
-        alpha, _ = solve_box_qp(Q, C, alpha0=warm, linear=1.0 - y * b)
+        alpha, _ = _box_qp(Q, box, 1.0 - y * b, np.clip(warm, 0.0, C), _QP_TOL, 20)
         warm = alpha
         return float(y @ alpha), alpha
 
@@ -531,7 +543,13 @@ def svm_objective(K: ArrayLike, y: ArrayLike, dual_coef: ArrayLike, C: float,
         raise TypeError(f"intercept must be a real number, got {intercept!r}")
     if not np.isfinite(intercept):
         raise ValueError(f"intercept must be finite, got {intercept!r}")
-    f = K @ beta + float(intercept)
+    return _svm_objective(K, y, beta, C, float(intercept))
+
+
+def _svm_objective(K: NDArray[np.float64], y: NDArray[np.float64], beta: NDArray[np.float64],
+                   C: float, intercept: float) -> float:
+    """:func:`svm_objective` on checked arguments (LowRankSMM's half-steps)."""
+    f = K @ beta + intercept
     return float(0.5 * beta @ (K @ beta) + C * np.maximum(0.0, 1.0 - y * f).sum())
 
 
@@ -899,7 +917,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             K = sides[0].gram(Ur) + sides[1].gram(Uc)
         _check_finite_gram(K)
         beta, b = _solve_svm(K, y, float(self.C), self.fit_intercept, alpha0)
-        return beta, b, svm_objective(K, y, beta, float(self.C), b)
+        return beta, b, _svm_objective(K, y, beta, float(self.C), b)
 
     def _p_step(self, sides, Ur, Uc, beta, y):
         parts = []
@@ -919,7 +937,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             K = Z @ Z.T
         _check_finite_gram(K)
         beta_p, b = _solve_svm(K, y, float(self.C), self.fit_intercept, np.abs(beta))
-        obj = svm_objective(K, y, beta_p, float(self.C), b)
+        obj = _svm_objective(K, y, beta_p, float(self.C), b)
         new = []
         for (V, inv), U in zip(parts, (Ur, Uc)):
             P = np.einsum("i,ikq->qk", beta_p, V) @ inv             # P = (sum_i beta_i V_i)^T (C^T C)^{-1}
