@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
+    "as_array",
     "check_array",
     "check_not_sparse",
     "reset_fitted",
@@ -39,6 +40,54 @@ __all__ = [
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _ragged_where(X: Any, name: str) -> str | None:
+    """Where a nested sequence stops being rectangular, e.g. ``"X[1] has 2 entries where X[0]
+    has 3"``; ``None`` if no such place is found (read only on the error path)."""
+    if isinstance(X, (str, bytes)) or not hasattr(X, "__len__") or not hasattr(X, "__getitem__"):
+        return None
+    try:
+        items = [X[i] for i in range(len(X))]
+    except Exception:  # noqa: BLE001 - an exotic container: no detail
+        return None
+
+    def length(item: Any) -> int | None:
+        if isinstance(item, (str, bytes)) or not hasattr(item, "__len__"):
+            return None
+        try:
+            return len(item)
+        except TypeError:                   # a 0-d numpy array
+            return None
+
+    lengths = [length(item) for item in items]
+    for i, L in enumerate(lengths[1:], start=1):
+        if L != lengths[0]:
+            def what(L: int | None) -> str:
+                return "a single value" if L is None else f"{L} entr{'y' if L == 1 else 'ies'}"
+            return f"{name}[{i}] has {what(L)} where {name}[0] has {what(lengths[0])}"
+    for i, item in enumerate(items):
+        if lengths[i] is not None:
+            found = _ragged_where(item, f"{name}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def as_array(X: Any, name: str = "X") -> Any:
+    """``np.asarray(X)``, with a clear ``ValueError`` naming ``name`` for a ragged nested list.
+
+    numpy's own error ("setting an array element with a sequence. The requested
+    array has an inhomogeneous shape ...") names neither the argument nor the row;
+    this one says which entry has another length than the first.
+    """
+    try:
+        return np.asarray(X)
+    except ValueError as exc:
+        where = _ragged_where(X, name)
+        detail = where if where is not None else str(exc)
+        raise ValueError(f"{name} must be a rectangular array (every row of the same length), "
+                         f"got a ragged {type(X).__name__}: {detail}") from exc
 
 
 def check_array(
@@ -74,14 +123,15 @@ def check_array(
     TypeError
         If ``X`` cannot be converted to a numeric array.
     ValueError
-        If ``X`` has the wrong number of dimensions, is empty, or holds NaN/inf.
+        If ``X`` is a ragged nested list, has the wrong number of dimensions, is
+        empty, or holds NaN/inf.
     """
     if X is None:
         raise TypeError(f"{name} must be an array, got None")
     check_not_sparse(X, name)
     try:
-        raw = np.asarray(X)
-    except (TypeError, ValueError) as exc:
+        raw = as_array(X, name)   # a ragged list: a ValueError naming the entry
+    except TypeError as exc:
         raise TypeError(f"{name} must be a numeric array, got {type(X).__name__}") from exc
     if raw.dtype.kind in "USa" or (raw.dtype == object and any(
             isinstance(v, (str, bytes)) for v in raw.ravel())):
@@ -429,7 +479,7 @@ def check_views_and_maps(views: Any, maps: Any) -> None:
         check_dask_chunks(X, f"views[{v}]")
         ndim = getattr(X, "ndim", None)
         if ndim is None:
-            ndim = np.ndim(X)
+            ndim = as_array(X, f"views[{v}]").ndim
         if ndim not in (1, 2):
             raise ValueError(f"views[{v}] must be a 1-D or 2-D array, got shape "
                              f"{getattr(X, 'shape', np.shape(X))}")

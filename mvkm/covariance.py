@@ -135,9 +135,17 @@ def default_batch_size(n_features: int) -> int:
 
 
 def iter_row_chunks(n: int, batch_size: int) -> Iterator[slice]:
-    """Consecutive row slices of at most ``batch_size`` rows covering ``range(n)``."""
-    for i0 in range(0, n, batch_size):
-        yield slice(i0, min(n, i0 + batch_size))
+    """Consecutive row slices of at most ``batch_size`` rows covering ``range(n)``.
+
+    ``n`` is an integer >= 0 and ``batch_size`` one >= 1, checked at the call
+    (not at the first ``next``): a ``ValueError`` naming the argument otherwise.
+    """
+    if isinstance(n, bool) or not isinstance(n, Integral) or n < 0:
+        raise ValueError(f"n must be an integer >= 0 (a number of rows), got {n!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, Integral) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer (rows per chunk), got {batch_size!r}")
+    n, step = int(n), int(batch_size)
+    return (slice(i0, min(n, i0 + step)) for i0 in range(0, n, step))
 
 
 @dataclass
@@ -734,7 +742,8 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
         A tqdm bar over the rows; ``None`` shows it only if the reduction
         lasts over 5 seconds (see :func:`progress_bar`).
     split_every : int, default=4
-        Fan-in of the Dask tree reduction.
+        Fan-in of the Dask tree reduction, ``>= 2`` (checked also for numpy
+        views, where it is not used).
     nystrom_raw : bool, default=False
         numpy, float64: reduce a :class:`~mvkm.features.Nystrom` view as its
         raw kernel rows :math:`K(X, L)` and map the result once,
@@ -778,6 +787,9 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
         raise ValueError("views is empty: give at least one view")
     dtype = _check_dtype(dtype)
     batch_size = check_batch_size(batch_size)
+    if isinstance(split_every, bool) or not isinstance(split_every, Integral) or split_every < 2:
+        raise ValueError(f"split_every must be an integer >= 2 (the fan-in of the Dask tree "
+                         f"reduction), got {split_every!r}")
     check_views_and_maps(views, maps)
     sizes = {v: len(X) for v, X in enumerate(views)}
     if len(set(sizes.values())) > 1:

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -273,8 +274,12 @@ def read_ts(path: str | Path) -> tuple[NDArray[np.float64], NDArray[np.str_]]:
 
     Raises
     ------
+    TypeError
+        If ``path`` is not a ``str`` or a path-like object.
+    OSError
+        If the file cannot be read (``FileNotFoundError``, ``IsADirectoryError``).
     ValueError
-        If the header says ``@classLabel false`` (a file without labels), the
+        If the file is not UTF-8 text, the header says ``@classLabel false`` (a file without labels), the
         file has no ``@data`` section or no recording, a value is not a number
         (missing values, ``?``, included) or not finite, or the recordings do
         not all have the same number of channels and of time points; the
@@ -285,8 +290,16 @@ def read_ts(path: str | Path) -> tuple[NDArray[np.float64], NDArray[np.str_]]:
     labels: list[str] = []
     in_data = False
     first: tuple[int, tuple[int, int]] | None = None      # (line, (channels, time points))
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+        raise TypeError(f"path must be a str or pathlib.Path (a .ts file), got {type(path).__name__}")
     path = Path(path)
-    for number, raw in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"path: {path.name} is not a UTF-8 text file (byte {exc.object[exc.start]:#04x} "
+                         f"at offset {exc.start}); read_ts reads the text format .ts of the "
+                         "UEA/UCR archive") from None
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue

@@ -319,7 +319,9 @@ class Linear(Kernel):
 
     def diag(self, X: ArrayLike) -> NDArray[np.float64]:
         Xa = check_array(X, "X")
-        return np.einsum("ij,ij->i", Xa, Xa)
+        with np.errstate(over="ignore", invalid="ignore"):
+            d = np.einsum("ij,ij->i", Xa, Xa)
+            return _check_finite_gram(d, self)     # the error of self(X), not inf
 
 
 # Squared norms of rows are safe from overflow while (max|x_ij| / scale)^2 * 4 d stays below this.
@@ -554,7 +556,9 @@ class Polynomial(Kernel):
 
     def diag(self, X: ArrayLike) -> NDArray[np.float64]:
         Xa = check_array(X, "X")
-        return (np.einsum("ij,ij->i", Xa, Xa) + self.c) ** self.degree
+        with np.errstate(over="ignore", invalid="ignore"):
+            d = (np.einsum("ij,ij->i", Xa, Xa) + self.c) ** self.degree
+            return _check_finite_gram(d, self)     # the error of self(X), not inf
 
 
 def upper_gram(kernel: "Kernel", X: ArrayLike, *, n_jobs: int | None = None) -> NDArray[np.float64]:

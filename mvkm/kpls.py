@@ -57,6 +57,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
 from ._validation import check_array, check_random_state, check_symmetric, reset_fitted
+from ._validation import as_array
 from ._validation import (atomic_fit, check_bool, check_dask_chunks, check_finite_result,
                           check_map_output, gram_of_view, own_copy)
 from .features import Identity
@@ -398,7 +399,7 @@ class MultiViewKPLS(BaseEstimator):
                 continue
             if X is None:
                 raise TypeError(f"views[{v}] is None: every view is needed here")
-            arr = np.asarray(X) if not hasattr(X, "tocsr") else X
+            arr = as_array(X, f"views[{v}]") if not hasattr(X, "tocsr") else X
             if getattr(arr, "ndim", 2) == 1:
                 arr = arr[:, None]
             out.append(check_array(arr, f"views[{v}]"))

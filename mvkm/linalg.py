@@ -321,6 +321,10 @@ def _subtract_centering(KZ: NDArray[np.float64], Z: NDArray[np.float64],
         KZ -= alpha * (row[:, None] * sums[None, :] + (col @ Z - grand * sums)[None, :])
 
 
+#: ARPACK's restart counter is a 32-bit integer (scipy's eigsh fails with "ARPACK error -4" above).
+_ARPACK_INT_MAX = 2**31 - 1
+
+
 def _arpack_top(K: Any, s: int, tol: float, max_iter: int | None, rng: np.random.Generator,
                 scale: float | None, means: Any = None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """ARPACK (implicitly restarted Lanczos) for the ``s`` algebraically largest eigenpairs.
@@ -361,9 +365,11 @@ def _arpack_top(K: Any, s: int, tol: float, max_iter: int | None, rng: np.random
         alpha = 1.0
         op = K
     v0 = rng.uniform(-1.0, 1.0, n)
+    # ARPACK counts its restarts in a 32-bit integer: a larger cap (never reached) is that maximum
+    arpack_restarts = _ARPACK_MAX_RESTARTS if max_iter is None else min(max_iter, _ARPACK_INT_MAX)
     try:
         w, V = scipy.sparse.linalg.eigsh(op, k=s, which="LA", v0=v0, tol=tol,
-                                         maxiter=_ARPACK_MAX_RESTARTS if max_iter is None else max_iter)
+                                         maxiter=arpack_restarts)
     except scipy.sparse.linalg.ArpackNoConvergence as exc:
         raise scipy.sparse.linalg.ArpackNoConvergence(
             f"top_eigh(method='arpack'): ARPACK did not converge within max_iter="
@@ -371,6 +377,15 @@ def _arpack_top(K: Any, s: int, tol: float, max_iter: int | None, rng: np.random
             "raise max_iter or tol, or use method='dense' or 'subspace'",
             exc.eigenvalues / alpha, exc.eigenvectors,
         ) from exc
+    except scipy.sparse.linalg.ArpackError as exc:
+        if not str(exc).startswith("ARPACK error -9:"):    # scipy keeps the code in the message only
+            raise
+        # -9, "starting vector is zero": every start vector ARPACK drew was mapped to zero (to
+        # round-off), so K has no direction to find (an operator that is zero to round-off)
+        raise ValueError(
+            "K is zero to round-off: ARPACK found no start vector that K does not map to zero "
+            "(ARPACK error -9, 'starting vector is zero'), so K has no top eigenvectors to find; "
+            "check what K is built from (a constant kernel matrix, once centred, is zero)") from exc
     order = np.argsort(w)[::-1]
     w, V = w[order], np.asfortranarray(V[:, order])
     # the closing multiplicity check of "lanczos" (ARPACK misses repeated eigenvalues too)
@@ -730,7 +745,10 @@ def kernel_top_eigh(
         Eigenpairs of the centred Gram matrix :math:`K_c = M_c K M_c` (kernel
         PCA), with the centring applied inside each product, or of :math:`K`.
     tol, random_state
-        As in :func:`top_eigh`.
+        As in :func:`top_eigh`: the residual tolerance and the seed of the
+        ``"lanczos"`` route. Both are checked on every call; the LAPACK route
+        (:math:`n \le 1000` or :math:`s > 0.08\,n`) uses neither, since its
+        eigenpairs are exact to round-off, below any ``tol``.
     n_jobs : int, optional
         Threads for the kernel's tiles (see :class:`mvkm.kernels.Kernel`).
     progress : bool or None, default=None
@@ -777,12 +795,12 @@ def kernel_top_eigh(
     if n < 2:
         raise ValueError(f"X must have n >= 2 rows (points) for kernel_top_eigh, got {n}")
     s = check_n_components(n_components, n - 1, what="n - 1")
+    tol = _checked_tol(tol)                  # checked on both routes (LAPACK's needs none)
+    rng = check_random_state(random_state)
     if n <= _AUTO_DENSE_MAX_N or s > _AUTO_DENSE_FRACTION * n:
         K = kernel(Xa, n_jobs=n_jobs)
         _check_gram_range(K, Xa, kernel)
         return top_eigh(K, s, "dense", center=center, check_symmetric=False)
-    tol = _checked_tol(tol)
-    rng = check_random_state(random_state)
     K = upper_gram(kernel, Xa, n_jobs=n_jobs)
     _check_gram_range(K, Xa, kernel)
     return _triangle_top(K, s, tol, rng, center, f"the Gram matrix of {kernel!r}", progress=progress)
@@ -1101,8 +1119,9 @@ def top_eigh(
     max_iter : int, optional
         Iteration cap of the iterative methods (ignored by ``"dense"``): Lanczos
         thick restarts (default 20, each at most 150 products past the first
-        300), ARPACK restarts (default 1000) or subspace Rayleigh-Ritz
-        iterations (default 500).
+        300), ARPACK restarts (default 1000; ARPACK counts them in a 32-bit
+        integer, so a cap above ``2**31 - 1`` acts as ``2**31 - 1``) or
+        subspace Rayleigh-Ritz iterations (default 500).
     random_state : int, numpy.random.Generator or None, default=0
         Seed of the start vector (``"lanczos"``, ``"arpack"``) or start block
         (``"subspace"``).

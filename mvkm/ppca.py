@@ -1002,6 +1002,8 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if is_dask_array(X) or (self.batch_size is not None and self.formulation == "primal"):
             check_is_fitted(self, "sigma2_")
             check_dask_chunks(X, "X")
+            if not is_dask_array(X):
+                X = check_array(X, "X")         # a list, a DataFrame: as fit reads it
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X must have shape (m, {self.n_features_in_}), got {X.shape}")
             return map_rows(lambda Xc: self._transform(np.asarray(Xc)), [X],
@@ -1237,7 +1239,17 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             return np.einsum("ij,ij->i", F, F)
         kernel = self._k()
         if hasattr(kernel, "diag"):
-            return np.asarray(kernel.diag(X), dtype=np.float64)
+            try:
+                return np.asarray(kernel.diag(X), dtype=np.float64)
+            except ValueError:
+                # mvkm's kernels raise, as their Gram matrices do, where k(x, x) overflows
+                # float64 (X was checked): inf for those rows, so that score_samples names them
+                def one(x: Array) -> float:
+                    try:
+                        return float(kernel.diag(x[None, :])[0])
+                    except ValueError:
+                        return np.inf
+                return np.array([one(x) for x in X])
         return np.array([float(np.asarray(kernel(X[i:i + 1], X[i:i + 1]))[0, 0])
                          for i in range(X.shape[0])])
 

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._validation import check_array, check_bool, check_positive
+from ._validation import as_array
 
 __all__ = ["kernel_smoother", "stable_kernel_smoother"]
 
@@ -42,7 +43,7 @@ def kernel_smoother(k_hat: ArrayLike, X_train: ArrayLike) -> NDArray[np.float64]
         On shape mismatch, NaN, or a row whose weights sum to zero (the smoother
         is undefined there; a stabilised variant is the remedy).
     """
-    one = np.ndim(k_hat) == 1
+    one = as_array(k_hat, "k_hat").ndim == 1
     k = check_array(np.atleast_2d(k_hat), "k_hat")
     X = check_array(X_train, "X_train")
     if k.shape[1] != X.shape[0]:
@@ -109,7 +110,7 @@ def stable_kernel_smoother(k_hat: ArrayLike, X_train: ArrayLike, *, tau: float =
     """
     tau = check_positive(tau, "tau", strict=False)
     check_bool(clip, "clip")
-    one = np.ndim(k_hat) == 1
+    one = as_array(k_hat, "k_hat").ndim == 1
     k = check_array(np.atleast_2d(k_hat), "k_hat")
     X = check_array(X_train, "X_train")
     if k.shape[1] != X.shape[0]:

@@ -36,6 +36,7 @@ from ._validation import (
 )
 from ._validation import (atomic_fit, check_bool, check_dask_chunks, check_finite_result,
                           check_map_output, gram_of_view, own_copy)
+from ._validation import as_array
 from ._parallel import check_n_jobs, limit_threads
 from .covariance import (
     check_stream_params,
@@ -120,6 +121,8 @@ def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit
     'Algorithm 2'
     """
     n = check_count(n_samples, "n_samples")
+    for flag, name in ((explicit, "explicit"), (parametric, "parametric"), (stiefel, "stiefel")):
+        check_bool(flag, name)               # a string such as "no" is truthy
     if parametric and not explicit:
         raise ValueError("parametric feature maps are explicit: parametric=True needs explicit=True")
     if not explicit:
@@ -133,9 +136,9 @@ def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit
     return "Algorithm 1" if primal else "Algorithm 2"
 
 
-def _ndim(X: Any) -> int:
+def _ndim(X: Any, name: str = "X") -> int:
     """The number of dimensions of an array-like (its own ``ndim``, else that of ``np.asarray``)."""
-    return int(X.ndim) if hasattr(X, "ndim") else np.asarray(X).ndim
+    return int(X.ndim) if hasattr(X, "ndim") else as_array(X, name).ndim
 
 
 def _as_2d(X: ArrayLike, name: str) -> Any:
@@ -150,7 +153,7 @@ def _as_2d(X: ArrayLike, name: str) -> Any:
             raise ValueError(f"{name} must be a 1-D or 2-D array, got a dask array of shape {X.shape}")
         return X[:, None] if X.ndim == 1 else X
     check_not_sparse(X, name)
-    arr = np.asarray(X)
+    arr = as_array(X, name)
     if arr.ndim == 1:
         arr = arr[:, None]
     return check_array(arr, name)
@@ -172,6 +175,98 @@ def _checked_gamma_spectrum(Gamma: NDArray[np.float64]) -> NDArray[np.float64]:
                             "are so small, below about 1e-154, that their products underflow)"
                             if ev[0] == 0 else ""))
     return ev
+
+
+#: Relative round-off below zero tolerated in the checks that a user's kernel is positive
+#: semi-definite (of the size of its uncentred entries or of its largest eigenvalue).
+_PSD_RTOL = 1e-8
+_PROBE_BLOCK, _PROBE_STEPS = 8, 4
+
+
+def _is_mercer(kernel: Any) -> bool:
+    """Whether ``kernel`` is one of mvkm's kernels, positive semi-definite by construction."""
+    from .kernels import RBF, Laplacian, Polynomial
+
+    return type(kernel) in (Linear, RBF, Laplacian, Polynomial)
+
+
+def _ritz_extremes(T: Any, rng: np.random.Generator) -> tuple[float, float]:
+    """Smallest and largest Ritz values of ``T`` (a centred :class:`GramTriangle`) on a block
+    Krylov space of ``_PROBE_BLOCK x _PROBE_STEPS`` vectors: the smallest is an upper bound of
+    its smallest eigenvalue, and a clearly negative eigenvalue appears in it first (four thin
+    block products, as :func:`mvkm.kpls._psd_probe`)."""
+    n = T.n
+    Q = np.linalg.qr(rng.standard_normal((n, min(_PROBE_BLOCK, n))))[0]
+    basis, images = [], []
+    for _ in range(_PROBE_STEPS):
+        KQ = T.matmat(Q)
+        basis.append(Q)
+        images.append(KQ)
+        B = np.hstack(basis)
+        if B.shape[1] >= n:
+            break
+        Z = KQ
+        for _ in range(2):
+            Z = Z - B @ (B.T @ Z)
+        Q, R = np.linalg.qr(Z)
+        keep = np.abs(np.diagonal(R)) > 1e-10 * max(float(np.abs(KQ).max()), np.finfo(float).tiny)
+        if not keep.any():
+            break
+        Q = Q[:, keep]
+    B, KB = np.hstack(basis), np.hstack(images)
+    mu = np.linalg.eigvalsh(0.5 * (B.T @ KB + KB.T @ B))
+    return float(mu[0]), float(mu[-1])
+
+
+def _extreme_eigenvalues(T: Any) -> tuple[float, float]:
+    """The most negative and the largest eigenvalue of ``T``'s centred matrix (an error path):
+    LAPACK up to n = 2000, else ARPACK (its partial answer if it stops short)."""
+    import scipy.linalg
+    import scipy.sparse.linalg as spla
+
+    if T.n <= 2000:
+        w = scipy.linalg.eigvalsh(T.dense())
+        return float(w[0]), float(w[-1])
+    op = spla.LinearOperator((T.n, T.n), matvec=T.matmat, matmat=T.matmat, dtype=np.float64)
+    out = []
+    for which in ("SA", "LA"):
+        try:
+            w = spla.eigsh(op, k=1, which=which, tol=1e-6, maxiter=300, return_eigenvectors=False)
+        except spla.ArpackNoConvergence as exc:
+            w = exc.eigenvalues if len(exc.eigenvalues) else np.array([np.nan])
+        out.append(float(w[0]))
+    return out[0], out[1]
+
+
+def _indefinite_kernel_error(T: Any, v: int, kernel: Any, why: str) -> ValueError:
+    lo, hi = _extreme_eigenvalues(T)
+    return ValueError(
+        f"kernels[{v}] = {kernel!r} is not positive semi-definite on views[{v}]: {why}; the most "
+        f"negative eigenvalue of its centred kernel matrix is {lo:.3g} (the largest {hi:.3g}). "
+        "MultiViewRKM needs positive semi-definite kernels (Gram matrices of feature maps): use a "
+        "Mercer kernel (mvkm.RBF, Laplacian, Linear, Polynomial) or correct the kernel")
+
+
+def _check_user_kernel(T: Any, v: int, kernel: Any, rng: np.random.Generator) -> None:
+    r"""A user's kernel (not one of mvkm's) must give a positive semi-definite centred Gram matrix.
+
+    Two cheap necessary checks (:math:`O(n)` and four block products): the centred diagonal
+    :math:`(K_c)_{ii} = (M_c e_i)^\top K (M_c e_i)` is non-negative, and no Ritz value of a
+    small block Krylov space of :math:`K_c` is negative, each beyond ``_PSD_RTOL`` times the
+    size of the uncentred kernel. Either proves :math:`K_c` indefinite; the error then gives
+    its most negative eigenvalue (one more eigensolve, on the error path only).
+    """
+    scale = max(float(np.abs(T.diagonal()).max()), float(np.abs(T.row_means).max()),
+                np.finfo(float).tiny)
+    d = T.diagonal() - 2.0 * T.row_means + T.grand_mean
+    i = int(np.argmin(d))
+    if d[i] < -_PSD_RTOL * scale:
+        raise _indefinite_kernel_error(T, v, kernel, f"the centred diagonal entry [{i}, {i}] is "
+                                                     f"{d[i]:.3g} < 0")
+    lo, hi = _ritz_extremes(T, rng)
+    if lo < -_PSD_RTOL * max(abs(hi), scale):
+        raise _indefinite_kernel_error(T, v, kernel, f"a Ritz value of its centred kernel matrix "
+                                                     f"is {lo:.3g} < 0")
 
 
 class MultiViewRKM(BaseEstimator):
@@ -415,7 +510,7 @@ class MultiViewRKM(BaseEstimator):
             raise ValueError(f"expected {n_views} views (as in fit), got {len(views)}")
         if len(views) == 0:
             raise ValueError("views is empty: give at least one view")
-        if len(views) == 1 and views[0] is not None and _ndim(views[0]) == 1:
+        if len(views) == 1 and views[0] is not None and _ndim(views[0], "views[0]") == 1:
             # one view: the model is scikit-learn's single-array estimator, which refuses 1-D X
             raise ValueError(
                 "views[0] must be a 2-D array (one view: 1-D input is ambiguous), got shape "
@@ -593,13 +688,30 @@ class MultiViewRKM(BaseEstimator):
             self._fit_primal(s)
         else:
             self._fit_dual(s, n)
-        self.eigenvalues_ = _checked_gamma_spectrum(self.Gamma_)
+        try:
+            self.eigenvalues_ = _checked_gamma_spectrum(self.Gamma_)
+        except ValueError as exc:
+            self._explain_rank_error(exc)
+            raise
         # At a stationary point Gamma = sum_v U_v^T U_v (eqs. (5)-(6)); then the latent
         # equation with missing views is solved from the given views' own terms (no
         # subtraction from Gamma). Not so with rescale=False (U^T U = I).
         residual = self.Gamma_ - sum(self._UtU, np.zeros_like(self.Gamma_))
         self._stationary = bool(np.linalg.norm(residual) <= 1e-6 * np.linalg.norm(self.Gamma_))
         return self
+
+    def _explain_rank_error(self, exc: ValueError) -> None:
+        """A rank error of a fit with a user's kernel: if that kernel is indefinite on its view,
+        say so (with its most negative eigenvalue) instead. Runs on the error path only."""
+        for v in range(self.n_views_):
+            k = self._kernels[v]
+            if self._kinds[v] != "kernel" or _is_mercer(k):
+                continue
+            T = kernel_triangle(k, self._X_fit[v])
+            lo, hi = _extreme_eigenvalues(T)
+            scale = max(float(np.abs(T.diagonal()).max()), np.finfo(float).tiny)
+            if lo < -_PSD_RTOL * max(abs(hi), scale):
+                raise _indefinite_kernel_error(T, v, k, "Gamma is singular because of it") from exc
 
     def fit_transform(self, views: Sequence[ArrayLike], y: Any = None) -> NDArray[np.float64]:
         """Fit on the views and return the latent variables of the training points.
@@ -733,6 +845,9 @@ class MultiViewRKM(BaseEstimator):
                 tris[v] = gram_of_view(lambda A, k=self._kernels[v]: kernel_triangle(k, A),
                                        self._X_fit[v], f"views[{v}]")
                 self._kernel_means[v] = tris[v].row_means
+                if not _is_mercer(self._kernels[v]):
+                    _check_user_kernel(tris[v], v, self._kernels[v], np.random.default_rng(
+                        0 if self.random_state is None else self.random_state))
         kernel_tris = [T for T in tris if T is not None]
         features = [P for P in self._Phi_c if P is not None]
         # With the eigen-solver, one kernel view's product K_v H comes from the eigen-equation
@@ -789,6 +904,7 @@ class MultiViewRKM(BaseEstimator):
                                     progress=bool(self.progress))
                 self._kernel_means[v] = op.row_means_
                 ops.append(op)
+        self._check_not_round_off(ops)
         if self.n_views_ == 1 and self._kinds[0] == "kernel":
             lam, H = matfree_top_eigh(self._X_fit[0], self._kernels[0], s, device=self.device,
                                       random_state=seed, progress=bool(self.progress))
@@ -803,6 +919,35 @@ class MultiViewRKM(BaseEstimator):
         self._UtU = [H.T @ KvH for KvH in KH]
         self._KH = [KvH if self._kinds[v] == "kernel" else None for v, KvH in enumerate(KH)]
         self._PhiT_H = [P.T @ H if P is not None else None for P in self._Phi_c]
+
+    def _check_not_round_off(self, ops: list[Any]) -> None:
+        r"""A clear error when sum_v K_v,c is zero to round-off (matrix-free route).
+
+        Its trace, the sum of its eigenvalues, is then below the round-off of one
+        product, :math:`n \varepsilon \sum_v \max_i k_v(x_i, x_i)`: every kernel is constant
+        on its view in float64 (an RBF width far above the spread of the data), and the
+        eigensolver has nothing to find (ARPACK stopped with its error -9).
+        """
+        n = self.n_samples_
+        trace, size = 0.0, 0.0
+        for v, op in enumerate(ops):
+            if self._kinds[v] == "kernel":
+                trace += op.trace()
+                size += float(np.abs(op._kdiag).max())
+            else:
+                P = self._Phi_c[v]
+                trace += float(np.einsum("ij,ij->", P, P))
+                size += float(np.einsum("ij,ij->i", P, P).max())
+        floor = n * np.finfo(float).eps * size
+        if not trace > floor:
+            kernels = ", ".join(f"kernels[{v}] = {self._kernels[v]!r}" for v in range(self.n_views_)
+                                if self._kinds[v] == "kernel")
+            raise ValueError(
+                f"views: the sum of the centred kernel matrices is zero to round-off (its trace "
+                f"{trace:.3g} is below n eps sum_v max k_v(x, x) = {floor:.3g}): each kernel is "
+                f"constant on its view in float64 ({kernels}), e.g. an RBF width far larger than "
+                "the spread of the data, so there is no direction to find; use smaller widths "
+                "or rescale the views")
 
     # --------------------------------------------------------------- inference
     def _projections(self, v: int, X: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -54,6 +54,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_array, check_positive, check_random_state, reset_fitted
 from ._validation import atomic_fit, check_bool, own_copy
+from ._validation import as_array
+from ._validation import SYMMETRY_RTOL, symmetric_scale
 from .kernels import Kernel, Linear
 from .linalg import ConvergenceWarning
 
@@ -134,7 +136,7 @@ def solve_box_qp(
         round-off floor :math:`100\,\epsilon\,|\alpha|^\top|Q||\alpha|` of its
         computation).
     max_rounds : int, default=20
-        Rounds of descent and polish.
+        Rounds of descent and polish, ``>= 1``.
 
     Returns
     -------
@@ -142,6 +144,15 @@ def solve_box_qp(
     n_iter : int
         Coordinate updates taken. A :class:`~mvkm.linalg.ConvergenceWarning` is
         raised if ``max_rounds`` end before the tolerance is met.
+
+    Raises
+    ------
+    ValueError
+        If ``Q`` is not a finite symmetric matrix (up to ``1e-8`` relative) or
+        has a negative diagonal entry (so it is not positive semi-definite);
+        ``upper``, ``alpha0`` or ``linear`` is not a finite vector of length
+        ``n`` (``upper`` may be a number), ``upper`` is not > 0, ``tol`` is not
+        > 0 or ``max_rounds`` is not a positive integer.
 
     Examples
     --------
@@ -155,15 +166,33 @@ def solve_box_qp(
     n = Q.shape[0]
     if Q.shape != (n, n):
         raise ValueError(f"Q must be square, got shape {Q.shape}")
-    u = np.broadcast_to(np.asarray(upper, dtype=float), (n,)).copy()
-    if not np.all(np.isfinite(u)) or np.any(u <= 0):
-        raise ValueError("upper must be finite and > 0")
+    size = symmetric_scale(Q, "Q")           # finite and symmetric (tile by tile)
+    if float(np.diagonal(Q).min()) < -SYMMETRY_RTOL * size:    # beyond round-off
+        i = int(np.argmin(np.diagonal(Q)))
+        raise ValueError(f"Q must be positive semi-definite, but its diagonal entry Q[{i}, {i}] = "
+                         f"{Q[i, i]:.3g} is negative")
+    u = _vector(upper, "upper", n, scalar=True)
+    if not np.all(u > 0):
+        raise ValueError(f"upper must be > 0 (the box of the dual), got {float(u.min())!r} at "
+                         f"index {int(np.argmin(u))}")
     check_positive(tol, "tol")
+    if isinstance(max_rounds, bool) or not isinstance(max_rounds, Integral) or max_rounds < 1:
+        raise ValueError(f"max_rounds must be a positive integer, got {max_rounds!r}")
     Q = np.ascontiguousarray(Q)
     c = np.ones(n) if linear is None else check_array(linear, "linear", ndim=1)
     if c.shape != (n,):
         raise ValueError(f"linear must have shape ({n},), got {c.shape}")
-    a = np.zeros(n) if alpha0 is None else np.clip(np.asarray(alpha0, dtype=float), 0.0, u)
+    a = np.zeros(n) if alpha0 is None else np.clip(_vector(alpha0, "alpha0", n), 0.0, u)
+    return _box_qp(Q, u, c, a, tol, max_rounds)
+
+
+def _box_qp(Q: NDArray[np.float64], u: NDArray[np.float64], c: NDArray[np.float64],
+            a: NDArray[np.float64], tol: float, max_rounds: int) -> tuple[NDArray[np.float64], int]:
+    """:func:`solve_box_qp` on checked arguments: ``Q`` a symmetric C-ordered float64 matrix,
+    ``u``, ``c`` and the start ``a`` (in the box) float vectors of its size. LowRankSMM's
+    half-steps call it directly: their ``Q`` is symmetric by construction, and the public
+    checks (a tiled symmetry test) would cost more than a product with ``Q``."""
+    n = Q.shape[0]
     g = Q @ a - c
     scale = max(1.0, float(np.diag(Q).max()))
     eps = 1e-3 * scale * max(1.0, float(np.abs(c).max()))
@@ -197,7 +226,7 @@ def solve_box_qp(
         f"solve_box_qp stopped after {max_rounds} rounds ({total} coordinate updates) with a "
         f"duality gap of {gap:.2e} > {tol:.1e} * max(1, |P|)",
         ConvergenceWarning,
-        stacklevel=2,
+        stacklevel=3,
     )
     return a, total
 
@@ -367,7 +396,8 @@ def _solve_svm(K: NDArray[np.float64], y: NDArray[np.float64], C: float, fit_int
     """The SVM dual with kernel ``K`` and labels ``y`` in {-1, +1}: ``(y * alpha, b)``."""
     if not fit_intercept:
         Q = K * np.outer(y, y)
-        alpha, _ = solve_box_qp(Q, C, alpha0=alpha0)
+        start = np.zeros(len(y)) if alpha0 is None else np.clip(alpha0, 0.0, C)
+        alpha, _ = _box_qp(Q, np.full(len(y), C), np.ones(len(y)), start, _QP_TOL, 20)
         return y * alpha, 0.0
     return _svm_with_intercept(K, y, C, alpha0)
 
@@ -392,12 +422,13 @@ def _svm_with_intercept(K: NDArray[np.float64], y: NDArray[np.float64], C: float
         warnings.simplefilter("ignore", ConvergenceWarning_sklearn)
         svc = SVC(kernel="precomputed", C=C, tol=1e-3, max_iter=max(10**6, 100 * len(y))).fit(K, y)
     Q = K * np.outer(y, y)
+    box = np.full(len(y), C)
     warm = np.zeros(len(y)) if alpha0 is None else np.clip(alpha0, 0.0, C)
     warm[svc.support_] = np.abs(svc.dual_coef_[0])
 
     def at(b: float) -> tuple[float, NDArray[np.float64]]:
         nonlocal warm
-        alpha, _ = solve_box_qp(Q, C, alpha0=warm, linear=1.0 - y * b)
+        alpha, _ = _box_qp(Q, box, 1.0 - y * b, np.clip(warm, 0.0, C), _QP_TOL, 20)
         warm = alpha
         return float(y @ alpha), alpha
 
@@ -454,6 +485,18 @@ def _svm_with_intercept(K: NDArray[np.float64], y: NDArray[np.float64], C: float
     return y * a, float(b)
 
 
+def _vector(value: Any, name: str, n: int, *, scalar: bool = False) -> NDArray[np.float64]:
+    """A finite float vector of length ``n`` (a scalar broadcast to it if ``scalar``); a clear
+    ``ValueError``/``TypeError`` naming ``name`` otherwise."""
+    if scalar and isinstance(value, Real) and not isinstance(value, bool):
+        value = np.full(n, float(value))
+    v = check_array(value, name, ndim=1)
+    if v.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},){' or be a number' if scalar else ''}, "
+                         f"got shape {v.shape}")
+    return v
+
+
 def svm_objective(K: ArrayLike, y: ArrayLike, dual_coef: ArrayLike, C: float,
                   intercept: float = 0.0) -> float:
     r"""The SVM primal objective of the classifier :math:`f = K\beta + b`.
@@ -476,11 +519,38 @@ def svm_objective(K: ArrayLike, y: ArrayLike, dual_coef: ArrayLike, C: float,
     Returns
     -------
     float
+
+    Raises
+    ------
+    ValueError
+        If ``K`` is not a finite square matrix, ``y`` or ``dual_coef`` is not a
+        finite vector of its length, ``y`` holds a label other than -1 and +1,
+        ``C`` is not finite and > 0, or ``intercept`` is not finite.
+    TypeError
+        If ``C`` or ``intercept`` is not a real number.
     """
-    K = np.asarray(K, dtype=float)
-    beta = np.asarray(dual_coef, dtype=float)
+    K = check_array(K, "K")
+    n = K.shape[0]
+    if K.shape != (n, n):
+        raise ValueError(f"K must be square (n, n), got shape {K.shape}")
+    y = _vector(y, "y", n)
+    labels = np.unique(y)
+    if not np.all(np.isin(labels, (-1.0, 1.0))):
+        raise ValueError(f"y must hold labels in {{-1, +1}}, got {labels[~np.isin(labels, (-1.0, 1.0))][:5]}")
+    beta = _vector(dual_coef, "dual_coef", n)
+    C = check_positive(C, "C")
+    if isinstance(intercept, bool) or not isinstance(intercept, Real):
+        raise TypeError(f"intercept must be a real number, got {intercept!r}")
+    if not np.isfinite(intercept):
+        raise ValueError(f"intercept must be finite, got {intercept!r}")
+    return _svm_objective(K, y, beta, C, float(intercept))
+
+
+def _svm_objective(K: NDArray[np.float64], y: NDArray[np.float64], beta: NDArray[np.float64],
+                   C: float, intercept: float) -> float:
+    """:func:`svm_objective` on checked arguments (LowRankSMM's half-steps)."""
     f = K @ beta + intercept
-    return float(0.5 * beta @ (K @ beta) + C * np.maximum(0.0, 1.0 - np.asarray(y) * f).sum())
+    return float(0.5 * beta @ (K @ beta) + C * np.maximum(0.0, 1.0 - y * f).sum())
 
 
 # --------------------------------------------------------------------------
@@ -668,6 +738,28 @@ def _orthonormal(P: NDArray[np.float64]) -> NDArray[np.float64]:
 # The estimator
 # --------------------------------------------------------------------------
 
+#: Alternations over which LowRankSMM's objective must fall beyond round-off not to stagnate.
+_STAGNATION_WINDOW = 10
+#: The duality-gap tolerance of the half-steps' box QPs (solve_box_qp's default), relative to
+#: max(1, objective): the accuracy of each objective value the alternation compares.
+_QP_TOL = 1e-12
+
+
+def _stagnation_floor(obj: float, n: int) -> float:
+    """The round-off of a difference of two objective values: two QP solutions' accuracy
+    (``_QP_TOL * max(1, |P|)`` each) and the float64 round-off of the sums (``n eps |P|``)."""
+    return 2.0 * _QP_TOL * max(1.0, abs(obj)) + n * np.finfo(float).eps * abs(obj)
+
+
+def _smm_stagnated(objective: list[float], n: int) -> bool:
+    """Whether the C-step objectives fell by no more than their round-off over the last
+    ``_STAGNATION_WINDOW`` alternations (the list holds C, P, C, ... half-step values)."""
+    w = _STAGNATION_WINDOW
+    if len(objective) < 2 * w + 1:
+        return False
+    return objective[-1 - 2 * w] - objective[-1] <= _stagnation_floor(objective[-1], n)
+
+
 class LowRankSMM(ClassifierMixin, BaseEstimator):
     r"""Low-rank support matrix machine with row and column kernels.
 
@@ -697,7 +789,15 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         random starts up to 258. A fit that reaches ``max_iter`` warns.
     tol : float, default=1e-6
         Stop when an alternation lowers the objective by less than
-        ``tol`` times its value.
+        ``tol`` times its value. A ``tol`` below what the objective can
+        resolve (``tol=0``; each half-step's QP is solved to a duality gap of
+        ``1e-12 * max(1, P)``, so two objective values differ by round-off up
+        to about ``2e-12 * max(1, P)``) is not waited for: the fit stops, with
+        a ``ConvergenceWarning`` that says so, once 10 alternations have
+        lowered the objective by no more than that round-off in all
+        (stagnation; it can come first only for ``tol`` below about
+        ``2e-13``). A fit that still makes progress beyond round-off, however
+        slowly, goes on to ``max_iter``.
     init : {"svd", "random"} or tuple of two arrays, default="svd"
         ``"svd"``: solve the full-rank problem (:math:`W = I`, one SVM) and
         start from the top ``rank`` right singular vectors of its row and
@@ -809,7 +909,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
 
     @staticmethod
     def _check_X(X: ArrayLike, name: str = "X") -> NDArray[np.float64]:
-        arr = np.asarray(X) if not hasattr(X, "toarray") else X
+        arr = as_array(X, name) if not hasattr(X, "toarray") else X
         if hasattr(arr, "toarray"):
             raise TypeError(f"{name}: sparse input is not supported (a stack of matrices is a dense "
                             f"3-D array), got {type(X).__name__}")
@@ -825,7 +925,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             K = sides[0].gram(Ur) + sides[1].gram(Uc)
         _check_finite_gram(K)
         beta, b = _solve_svm(K, y, float(self.C), self.fit_intercept, alpha0)
-        return beta, b, svm_objective(K, y, beta, float(self.C), b)
+        return beta, b, _svm_objective(K, y, beta, float(self.C), b)
 
     def _p_step(self, sides, Ur, Uc, beta, y):
         parts = []
@@ -845,7 +945,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             K = Z @ Z.T
         _check_finite_gram(K)
         beta_p, b = _solve_svm(K, y, float(self.C), self.fit_intercept, np.abs(beta))
-        obj = svm_objective(K, y, beta_p, float(self.C), b)
+        obj = _svm_objective(K, y, beta_p, float(self.C), b)
         new = []
         for (V, inv), U in zip(parts, (Ur, Uc)):
             P = np.einsum("i,ikq->qk", beta_p, V) @ inv             # P = (sum_i beta_i V_i)^T (C^T C)^{-1}
@@ -922,6 +1022,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         objective = [obj]
         n_iter = 0
         converged = self.max_iter == 0
+        stagnated = False
         for n_iter in range(1, int(self.max_iter) + 1):
             Ur, Uc, obj_p, beta_p = self._p_step(sides, Ur, Uc, beta, ys)
             objective.append(obj_p)
@@ -942,9 +1043,21 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             if change <= float(self.tol) * max(abs(obj), np.finfo(float).tiny):
                 converged = True
                 break
+            if _smm_stagnated(objective, len(ys)):
+                stagnated = True
+                break
         else:
             n_iter = int(self.max_iter)
-        if not converged and objective[-3] - objective[-1] >= 0:
+        if stagnated:
+            w, floor = _STAGNATION_WINDOW, _stagnation_floor(objective[-1], len(ys))
+            warnings.warn(
+                f"LowRankSMM stopped after {n_iter} alternations: it has stagnated, the objective "
+                f"falling by {objective[-1 - 2 * w] - objective[-1]:.3g} over the last {w} "
+                f"alternations, within its round-off ({floor:.3g}, the accuracy of the half-steps' "
+                f"QP solutions); tol={self.tol!r} asks for a decrease that float64 cannot show: "
+                f"raise tol to about {floor / max(abs(objective[-1]), np.finfo(float).tiny):.1g} "
+                "to silence this", ConvergenceWarning, stacklevel=2)
+        elif not converged and objective[-3] - objective[-1] >= 0:
             warnings.warn(
                 f"LowRankSMM did not converge in max_iter={self.max_iter} alternations "
                 f"(last decrease {objective[-3] - objective[-1]:.3g}); raise max_iter",

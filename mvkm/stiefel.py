@@ -49,6 +49,7 @@ from ._validation import (
 )
 from ._validation import check_bool, check_torch_device
 from .linalg import psd_sqrt, rotate_to_diagonal
+from .linalg import ConvergenceWarning
 
 torch = require_torch("the Stiefel-manifold solvers (mvkm.stiefel)")
 
@@ -399,7 +400,8 @@ class CayleyAdam(torch.optim.Optimizer):
                  weight_decay: float = 0.0, ortho_tol: float | None = None) -> None:
         _check_adam_options(lr=lr, betas=betas, eps=eps, q=q, s=s,
                             weight_decay=weight_decay, ortho_tol=ortho_tol)
-        defaults = dict(lr=lr, betas=betas, eps=eps, q=q, s=s, stiefel=bool(stiefel),
+        defaults = dict(lr=lr, betas=betas, eps=eps, q=q, s=s,
+                        stiefel=check_bool(stiefel, "stiefel"),
                         weight_decay=weight_decay, ortho_tol=ortho_tol)
         super().__init__(params, defaults)
 
@@ -408,6 +410,7 @@ class CayleyAdam(torch.optim.Optimizer):
         merged = {**self.defaults, **param_group}
         _check_adam_options(**{k: merged[k] for k in
                                ("lr", "betas", "eps", "q", "s", "weight_decay", "ortho_tol")})
+        check_bool(merged["stiefel"], "stiefel")       # a string such as "no" is truthy
         super().add_param_group(param_group)
         self.param_groups[-1]["stiefel"] = bool(self.param_groups[-1]["stiefel"])
 
@@ -721,7 +724,19 @@ def maximize_trace(
     worst direction of :math:`A` and the iteration goes on (at most 3 times).
     This check is probabilistic (a random Krylov start), not a certificate. If ``max_iter``
     is reached first a :class:`RuntimeWarning` is emitted and the last
-    iterate is returned.
+    iterate is returned. A ``tol`` below what float64 products resolve
+    (the relative gradient of "cayley-bb" bottoms out near :math:`10^{-16}`;
+    "cayley-adam"'s steps stall higher, near :math:`10^{-10}`) is not waited
+    for: the run stops at *stagnation*, with a
+    :class:`~mvkm.linalg.ConvergenceWarning` (a ``RuntimeWarning``) that says
+    so, when over the last 20 iterations (500 for "cayley-adam") the objective
+    has risen by no more than its round-off,
+    :math:`n\varepsilon\max(|f_k|, \|BA_k\|_F)`, and the smallest relative
+    gradient has not halved, and (for "cayley-bb") lies below
+    :math:`10\sqrt{n}\,\varepsilon`, the round-off of a relative gradient. The iterate of
+    smallest relative gradient is returned, and it gets the second-order
+    check too. A run that still converges halves its gradient now and then
+    and is not stopped.
 
     Parameters
     ----------
@@ -777,7 +792,8 @@ def maximize_trace(
         arrays of :math:`\mathrm{Tr}(A_k^\top B A_k)` and of the relative
         gradient for :math:`k = 0, \dots,` ``n_iter``; ``"step_size"``: the
         accepted :math:`\tau_k` (or Cayley ADAM's :math:`\alpha_k`), length
-        ``n_iter``; ``"n_iter"`` (int), ``"converged"`` (bool),
+        ``n_iter``; ``"n_iter"`` (int), ``"converged"`` (bool), ``"stagnated"``
+        (bool: stopped at stagnation above ``tol``),
         ``"n_products"`` (int, number of products :math:`BX`), ``"Gamma"``:
         the final :math:`A^\top B A` (``(s, s)``, diagonal after rotation).
 
@@ -894,7 +910,7 @@ def maximize_trace(
                                                     lr=_DEFAULT_ADAM_LR if lr is None else lr,
                                                     bar=bar)
             total = hist if total is None else _join_histories(total, hist)
-            if not hist["converged"]:
+            if not (hist["converged"] or hist["stagnated"]):   # a stagnated point is checked too
                 break
             A_np = ops.to_numpy(X)
             better = _escape_direction(lambda Z: checked(Z) * inv_c,
@@ -921,7 +937,18 @@ def maximize_trace(
     Gamma = ops.to_numpy(Gamma) * c
     if orthonormality_error(A) > 1e-12:  # round-off drift over many iterations
         A = _polar_np(A)
-    if not hist["converged"] and hist["grad_norm"][-1] > tol:
+    if hist["stagnated"] and not hist["converged"]:
+        g = hist["grad_norm"]
+        window = _STAGNATION_WINDOW[method]
+        warnings.warn(
+            f"maximize_trace ({method}) stopped at iteration {hist['n_iter']} of max_iter="
+            f"{max_iter}: it has stagnated, the objective Tr(A^T B A) rising by no more than its "
+            f"round-off over the last {window} iterations and the relative gradient making no "
+            f"new minimum (it stays near {float(np.min(g[-window:])):.3g}, above tol={tol:g}); "
+            "the result is as accurate as float64 products allow here: raise tol to about "
+            f"{2 * float(np.min(g[-window:])):.1g} to silence this",
+            ConvergenceWarning, stacklevel=2)
+    elif not hist["converged"] and hist["grad_norm"][-1] > tol:
         warnings.warn(
             f"maximize_trace ({method}) did not converge in max_iter={max_iter} iterations: "
             f"relative gradient {hist['grad_norm'][-1]:.3g} > tol={tol:g}; "
@@ -949,6 +976,7 @@ def _join_histories(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "step_size": np.concatenate([a["step_size"], b["step_size"]]),
         "n_iter": a["n_iter"] + b["n_iter"],
         "converged": b["converged"],
+        "stagnated": b["stagnated"],
         "n_products": a["n_products"] + b["n_products"],
     }
 
@@ -1004,15 +1032,49 @@ def _escape_direction(matmat: Callable[[NDArray[np.float64]], NDArray[np.float64
 
 
 def _history(obj: list[float], grad: list[float], steps: list[float], converged: bool,
-             n_products: int) -> dict[str, Any]:
+             n_products: int, stagnated: bool = False) -> dict[str, Any]:
     return {
         "objective": np.asarray(obj),
         "grad_norm": np.asarray(grad),
         "step_size": np.asarray(steps),
         "n_iter": len(steps),
         "converged": bool(converged),
+        "stagnated": bool(stagnated),
         "n_products": int(n_products),
     }
+
+
+#: Iterations over which a run must raise its objective beyond round-off, or halve its smallest
+#: relative gradient, not to count as stagnated (Cayley ADAM's steps oscillate for longer).
+_STAGNATION_WINDOW = {"cayley-bb": 20, "cayley-adam": 500}
+#: "cayley-bb" stagnates only once its relative gradient is below this multiple of sqrt(n) eps,
+#: the round-off of a relative gradient (measured: 2e-17 to 1e-16 at n = 8 to 60); a descent
+#: still above it goes on, however slowly (a tiny eigengap: 1e-12 to 1e-14 after 500 steps).
+_STAGNATION_FACTOR = 1.0
+
+
+def _stagnated(objective: list[float], grad_norm: list[float], n: int, size: float,
+               window: int, at_round_off: bool) -> bool:
+    r"""Whether the last ``window`` iterations made no progress a float64 run can show.
+
+    All hold: the objective rose by no more than its round-off,
+    :math:`n\varepsilon\max(|f|, \|BA\|_F)` (``size`` is :math:`\|BA\|_F`), above its
+    value ``window`` iterations ago; the smallest relative gradient did not halve; and, with
+    ``at_round_off``, it lies below ``_STAGNATION_FACTOR`` :math:`\sqrt{n}\,\varepsilon`. A run
+    whose ``tol`` lies below what its products resolve (``tol=1e-300``) wanders at that
+    floor for ever; one that still converges halves its gradient now and then.
+    """
+    if len(objective) <= window:
+        return False
+    eps = np.finfo(float).eps
+    recent = objective[-window - 1:]
+    floor = n * eps * max(max(abs(f) for f in recent), size)
+    if max(recent[1:]) - recent[0] > floor:
+        return False
+    best = min(grad_norm[-window:])
+    if at_round_off and best > _STAGNATION_FACTOR * math.sqrt(n) * eps:
+        return False
+    return best > 0.5 * min(grad_norm[:-window])
 
 
 def _cayley_bb(apply_B: Callable[[Any], Any], X: Any, ops: _Ops, *, tol: float,
@@ -1043,6 +1105,9 @@ def _cayley_bb(apply_B: Callable[[Any], Any], X: Any, ops: _Ops, *, tol: float,
     tau = tau0 if tau0 is not None else 1.0 / max(nBX, tiny)
     C, Q = f, 1.0
     k = 0
+    n = X.shape[0]
+    stagnated = False
+    best = (rel, X, Gam)       # at stagnation the iterate of smallest gradient is returned
     while not converged and k < max_iter:
         # curvilinear search along A(tau) = (2X + tau R)(I + tau^2/4 R^T R)^{-1} - X
         S = R.T @ R
@@ -1076,7 +1141,14 @@ def _cayley_bb(apply_B: Callable[[Any], Any], X: Any, ops: _Ops, *, tol: float,
         if bar is not None:
             bar.update(1)
             bar.set_postfix(rel_grad=f"{rel:.2e}", refresh=False)
-    return X, Gam, _history(objective, grad_norm, steps, converged, n_products)
+        if rel < best[0]:
+            best = (rel, X, Gam)
+        if not converged and _stagnated(objective, grad_norm, n, nBX,
+                                        _STAGNATION_WINDOW["cayley-bb"], at_round_off=True):
+            stagnated = True
+            X, Gam = best[1], best[2]
+            break
+    return X, Gam, _history(objective, grad_norm, steps, converged, n_products, stagnated)
 
 
 def _cayley_adam_trace(apply_B: Callable[[Any], Any], X0: Any, ops: _Ops, *, tol: float,
@@ -1092,15 +1164,18 @@ def _cayley_adam_trace(apply_B: Callable[[Any], Any], X0: Any, ops: _Ops, *, tol
     objective: list[float] = []
     grad_norm: list[float] = []
     steps: list[float] = []
-    converged = False
+    converged = stagnated = False
     n_products = 0
+    n = A.shape[0]
+    best: tuple[float, Any, Any] = (np.inf, None, None)   # returned at stagnation
     for k in range(max_iter + 1):
         BA = apply_B(A)
         n_products += 1
         Gam = A.T @ BA
         Gam = 0.5 * (Gam + Gam.T)
         R = BA - A @ Gam
-        rel = math.sqrt(float((R * R).sum())) / max(math.sqrt(float((BA * BA).sum())), tiny)
+        nBA = math.sqrt(float((BA * BA).sum()))
+        rel = math.sqrt(float((R * R).sum())) / max(nBA, tiny)
         objective.append(float(Gam.trace()))
         grad_norm.append(rel)
         if rel <= tol:
@@ -1108,10 +1183,17 @@ def _cayley_adam_trace(apply_B: Callable[[Any], Any], X0: Any, ops: _Ops, *, tol
             break
         if k == max_iter:
             break
+        if rel < best[0]:
+            best = (rel, A.clone(), Gam)
+        if _stagnated(objective, grad_norm, n, nBA, _STAGNATION_WINDOW["cayley-adam"],
+                      at_round_off=False):
+            stagnated = True
+            A, Gam = best[1], best[2]
+            break
         _cayley_adam_update(A, -2.0 * BA, state, lr=lr, betas=(0.9, 0.99), eps=1e-8, q=0.5,
                             n_iter=2, ortho_tol=None)
         steps.append(state["step_size"])
         if bar is not None:
             bar.update(1)
             bar.set_postfix(rel_grad=f"{rel:.2e}", refresh=False)
-    return A, Gam, _history(objective, grad_norm, steps, converged, n_products)
+    return A, Gam, _history(objective, grad_norm, steps, converged, n_products, stagnated)

@@ -17,12 +17,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._validation import check_array, check_count
 from ._validation import check_bool
+from ._validation import as_array
 
 __all__ = ["lag_embed", "recursive_forecast"]
 
 
 def _series(series: ArrayLike, name: str) -> NDArray[np.float64]:
-    arr = np.asarray(series)
+    arr = as_array(series, name)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
     return check_array(arr, name, ndim=1)

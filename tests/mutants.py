@@ -302,8 +302,8 @@ MUTANTS: list[Mutant] = [
         "box QP of the SVM dual without intercept solved with the upper bound C / n "
         "instead of C",
         "smm.py",
-        "        alpha, _ = solve_box_qp(Q, C, alpha0=alpha0)\n",
-        "        alpha, _ = solve_box_qp(Q, C / len(y), alpha0=alpha0)\n",
+        "        alpha, _ = _box_qp(Q, np.full(len(y), C), np.ones(len(y)), start, _QP_TOL, 20)\n",
+        "        alpha, _ = _box_qp(Q, np.full(len(y), C / len(y)), np.ones(len(y)), start, _QP_TOL, 20)\n",
         "LowRankSMM (C-step and P-step duals)",
     ),
     Mutant(

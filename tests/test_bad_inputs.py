@@ -34,6 +34,8 @@ import mvkm.covariance
 import mvkm.datasets
 import mvkm.preimage
 import mvkm.timeseries
+import mvkm.kernels
+import mvkm.smm
 
 rng = np.random.default_rng(7)
 B2 = rng.normal(size=(30, 3))                       # one view / X
@@ -70,6 +72,8 @@ def _partner(x):
 
 
 def _width(x):
+    if isinstance(x, list) and x and isinstance(x[0], list):    # a (possibly ragged) nested list
+        return len(x[0])
     shape = np.shape(x) if not hasattr(x, "shape") else x.shape
     return shape[1] if len(shape) == 2 else 1
 
@@ -171,7 +175,7 @@ TARGETS: dict[str, Target] = {
 # --------------------------------------------------------------------- inputs
 ERROR_KINDS = {"nan", "inf", "empty", "3-d", "object", "complex", "string", "None view",
                "mismatched views", "missing view", "array instead of list", "not symmetric",
-               "2-d series", "2-d matrices"}
+               "2-d series", "2-d matrices", "ragged"}
 
 
 def _unknown_chunks(A):
@@ -187,6 +191,19 @@ def _with(A, value):
     return A
 
 
+def _ragged(A):
+    """``A`` as a nested list with one entry of another length (issue 35, item 7: numpy's
+    "inhomogeneous shape" reached the user)."""
+    L = A.tolist()
+    if A.ndim == 1:
+        L[1] = [L[1], L[1]]
+    elif A.ndim == 2:
+        L[1] = L[1][:-1]
+    else:
+        L[1][0] = L[1][0][:-1]
+    return L
+
+
 def _inputs(kind: str) -> dict[str, Callable[[], Any]]:
     base = {"2d": B2, "views": B2, "square": KSQ, "3d": M3, "1d": S1}[kind]
     out: dict[str, Callable[[], Any]] = {
@@ -198,6 +215,7 @@ def _inputs(kind: str) -> dict[str, Callable[[], Any]]:
         "string": lambda: base.astype(str),
         "float16": lambda: base.astype(np.float16),
         "list": lambda: base.tolist(),
+        "ragged": lambda: _ragged(base),
         "torch": lambda: __import__("torch").tensor(base),
         "scale 1e300": lambda: base * 1e300,
         "scale 1e-300": lambda: base * 1e-300,
@@ -317,6 +335,14 @@ BOOL_CASES = {
     "center_gram(copy='no')": lambda: mvkm.center_gram(KSQ, copy="no"),
     "top_eigh(center='no')": lambda: mvkm.top_eigh(KSQ, 2, center="no"),
     "maximize_trace(rotate='no')": lambda: _stiefel().maximize_trace(KSQ, 2, rotate="no"),
+    # issue 35, item 7: read as True before
+    "choose_algorithm(stiefel='no')": lambda: mvkm.choose_algorithm(100, 10, stiefel="no"),
+    "choose_algorithm(explicit='no')": lambda: mvkm.choose_algorithm(100, 10, explicit="no"),
+    "choose_algorithm(parametric='no')": lambda: mvkm.choose_algorithm(100, 10, parametric="no"),
+    "CayleyAdam(stiefel='no')": lambda: _stiefel().CayleyAdam(
+        [__import__("torch").zeros(3, 2, requires_grad=True)], stiefel="no"),
+    "CayleyAdam(stiefel='no', in a group)": lambda: _stiefel().CayleyAdam(
+        [{"params": [__import__("torch").zeros(3, 2, requires_grad=True)], "stiefel": "no"}]),
 }
 
 
@@ -380,10 +406,226 @@ def test_bad_views(key):
 
 @pytest.mark.parametrize("key", sorted(BOOL_CASES))
 def test_truthy_strings(key):
-    if key.startswith("maximize_trace"):
+    if key.startswith(("maximize_trace", "CayleyAdam")):
         pytest.importorskip("torch")
     outcome, detail = classify_bool(key)
     assert outcome == "clear", detail
+
+
+# ------------------------------------------------------- issue 35, item 7: errors that say what is wrong
+# Each entry: the call, the error type(s), and a pattern its message must match (the argument, and
+# what is wrong). Before issue 35 each raised an internal error (numpy's, ARPACK's, an
+# AttributeError, a UnicodeDecodeError) or returned an answer to an input it misread.
+ISSUE35_ERRORS: dict[str, tuple[Callable[..., Any], Any, str]] = {}
+
+
+# a ragged list as a view, past fit (fit's cases are the catalogue's "ragged" inputs)
+ISSUE35_ERRORS.update({
+    "MultiViewRKM.transform(ragged view)": (
+        lambda: mvkm.MultiViewRKM(2).fit([B2, Y2]).transform([_ragged(B2), Y2]),
+        ValueError, r"views\[0\] must be a rectangular array.*views\[0\]\[1\] has 2 entries"),
+    "MultiViewKPLS.transform(ragged view)": (
+        lambda: mvkm.MultiViewKPLS(1).fit([B2, Y2]).transform([B2, _ragged(Y2)]),
+        ValueError, r"views\[1\] must be a rectangular array"),
+    "KernelPPCA(batch_size).transform(ragged list)": (
+        lambda: mvkm.KernelPPCA(1, formulation="primal", batch_size=10).fit(B2).transform(_ragged(B2)),
+        ValueError, r"X must be a rectangular array"),
+    "kernel_smoother(ragged k_hat)": (
+        lambda: mvkm.preimage.kernel_smoother([[1.0, 2.0], [1.0]], B2[:2]),
+        ValueError, r"k_hat must be a rectangular array"),
+})
+
+
+# the matrix-free route on kernels that are constant in float64 (ARPACK error -9 before)
+def _zero_operator():
+    import scipy.sparse.linalg as spla
+
+    return spla.LinearOperator((30, 30), matvec=lambda x: np.zeros(30), dtype=np.float64)
+
+
+ISSUE35_ERRORS.update({
+    "MultiViewRKM(RBF(1e10) x 2, kernel_storage='none')": (
+        lambda: mvkm.MultiViewRKM(2, kernels=[mvkm.RBF(1e10), mvkm.RBF(1e10)],
+                                  kernel_storage="none").fit([B2, Y2]),
+        ValueError, r"views: the sum of the centred kernel matrices is zero to round-off.*RBF"),
+    "top_eigh(zero operator, 'arpack')": (
+        lambda: mvkm.top_eigh(_zero_operator(), 2, "arpack"),
+        ValueError, r"K is zero to round-off.*ARPACK error -9"),
+})
+
+
+# an indefinite user kernel in MultiViewRKM (a rank problem, or a silent answer, before)
+class _Negated(mvkm.kernels.Kernel):
+    """A user's kernel that is not positive semi-definite: k(x, y) = -x.y."""
+
+    def _gram(self, X, Y):
+        return -(X @ (X if Y is None else Y).T)
+
+
+class _Sigmoid(mvkm.kernels.Kernel):
+    """The sigmoid "kernel" tanh(x.y - 1): a positive diagonal here, indefinite all the same."""
+
+    def _gram(self, X, Y):
+        return np.tanh(X @ (X if Y is None else Y).T - 1.0)
+
+
+ISSUE35_ERRORS.update({
+    "MultiViewRKM(kernels=[-x.y, Linear], solver='stiefel')": (
+        lambda: mvkm.MultiViewRKM(2, kernels=[_Negated(), mvkm.Linear()], solver="stiefel").fit([B2, Y2]),
+        ValueError, r"kernels\[0\] = .* is not positive semi-definite on views\[0\].*most negative "
+                    r"eigenvalue of its centred kernel matrix is -\d"),
+    "MultiViewRKM(kernels=[-x.y, -x.y])": (
+        lambda: mvkm.MultiViewRKM(2, kernels=[_Negated(), _Negated()]).fit([B2, Y2]),
+        ValueError, r"kernels\[0\] = .* is not positive semi-definite.*most negative eigenvalue"),
+    "MultiViewRKM(kernels=[tanh(x.y - 1), Linear])": (
+        lambda: mvkm.MultiViewRKM(2, kernels=[_Sigmoid(), mvkm.Linear()]).fit([B2, Y2]),
+        ValueError, r"kernels\[0\] = .* is not positive semi-definite.*most negative eigenvalue"),
+})
+
+
+# solve_box_qp, svm_objective, iter_row_chunks and read_ts on bad arguments
+_yPM = np.where(np.arange(30) % 2 == 0, 1.0, -1.0)   # labels in {-1, +1}
+
+
+def _binary_ts(tmp_path):
+    path = tmp_path / "binary.ts"
+    path.write_bytes(b"\xff\xfe\x00\x81@data\n")
+    return mvkm.datasets.read_ts(path)
+
+
+ISSUE35_ERRORS.update({
+    # solve_box_qp
+    "solve_box_qp(upper='a')": (lambda: mvkm.smm.solve_box_qp(KSQ, "a"), (TypeError, ValueError), r"upper"),
+    "solve_box_qp(upper of length 5)": (lambda: mvkm.smm.solve_box_qp(KSQ, np.ones(5)), ValueError,
+                                        r"upper must have shape \(30,\)"),
+    "solve_box_qp(alpha0 of length 5)": (lambda: mvkm.smm.solve_box_qp(KSQ, 1.0, alpha0=np.ones(5)),
+                                         ValueError, r"alpha0 must have shape \(30,\)"),
+    "solve_box_qp(alpha0 NaN)": (lambda: mvkm.smm.solve_box_qp(KSQ, 1.0, alpha0=np.full(30, np.nan)),
+                                 ValueError, r"alpha0 contains NaN"),
+    "solve_box_qp(max_rounds=0)": (lambda: mvkm.smm.solve_box_qp(KSQ, 1.0, max_rounds=0), ValueError,
+                                   r"max_rounds must be a positive integer, got 0"),
+    "solve_box_qp(max_rounds=1.5)": (lambda: mvkm.smm.solve_box_qp(KSQ, 1.0, max_rounds=1.5), ValueError,
+                                     r"max_rounds must be a positive integer"),
+    "solve_box_qp(Q not symmetric)": (
+        lambda: mvkm.smm.solve_box_qp(KSQ + np.triu(np.ones_like(KSQ)), 1.0), ValueError,
+        r"Q must be symmetric"),
+    "solve_box_qp(Q with a negative diagonal)": (
+        lambda: mvkm.smm.solve_box_qp(-KSQ, 1.0), ValueError, r"Q must be positive semi-definite"),
+    # svm_objective
+    "svm_objective(K not square)": (lambda: mvkm.smm.svm_objective(B2, _yPM, _yPM, 1.0), ValueError,
+                                    r"K must be square"),
+    "svm_objective(y of length 5)": (lambda: mvkm.smm.svm_objective(KSQ, _yPM[:5], _yPM, 1.0),
+                                     ValueError, r"y must have shape \(30,\)"),
+    "svm_objective(dual_coef of length 5)": (lambda: mvkm.smm.svm_objective(KSQ, _yPM, _yPM[:5], 1.0),
+                                             ValueError, r"dual_coef must have shape \(30,\)"),
+    "svm_objective(y in {0, 1})": (lambda: mvkm.smm.svm_objective(KSQ, (_yPM > 0) * 1.0, _yPM, 1.0),
+                                   ValueError, r"y must hold labels in \{-1, \+1\}, got \[0\.\]"),
+    "svm_objective(y in {-3, 3})": (lambda: mvkm.smm.svm_objective(KSQ, 3 * _yPM, _yPM, 1.0),
+                                    ValueError, r"y must hold labels in \{-1, \+1\}"),
+    "svm_objective(C=-1)": (lambda: mvkm.smm.svm_objective(KSQ, _yPM, _yPM, -1.0), ValueError,
+                            r"C must be finite and > 0, got -1"),
+    "svm_objective(C='1')": (lambda: mvkm.smm.svm_objective(KSQ, _yPM, _yPM, "1"), TypeError,
+                             r"C must be a real number"),
+    "svm_objective(intercept='a')": (lambda: mvkm.smm.svm_objective(KSQ, _yPM, _yPM, 1.0, "a"),
+                                     TypeError, r"intercept must be a real number"),
+    "svm_objective(intercept=nan)": (lambda: mvkm.smm.svm_objective(KSQ, _yPM, _yPM, 1.0, np.nan),
+                                     ValueError, r"intercept must be finite"),
+    "svm_objective(K with NaN)": (lambda: mvkm.smm.svm_objective(KSQ * np.nan, _yPM, _yPM, 1.0),
+                                  ValueError, r"K contains NaN"),
+    # iter_row_chunks (checked at the call, not at the first next)
+    "iter_row_chunks(10, 0)": (lambda: mvkm.covariance.iter_row_chunks(10, 0), ValueError,
+                               r"batch_size must be a positive integer"),
+    "iter_row_chunks(10, 2.5)": (lambda: mvkm.covariance.iter_row_chunks(10, 2.5), ValueError,
+                                 r"batch_size must be a positive integer"),
+    "iter_row_chunks(10, True)": (lambda: mvkm.covariance.iter_row_chunks(10, True), ValueError,
+                                  r"batch_size must be a positive integer"),
+    "iter_row_chunks(-1, 2)": (lambda: mvkm.covariance.iter_row_chunks(-1, 2), ValueError,
+                               r"n must be an integer >= 0"),
+    "iter_row_chunks('10', 2)": (lambda: mvkm.covariance.iter_row_chunks("10", 2), ValueError,
+                                 r"n must be an integer >= 0"),
+    # read_ts
+    "read_ts(None)": (lambda: mvkm.datasets.read_ts(None), TypeError, r"path must be a str or pathlib.Path"),
+    "read_ts(3)": (lambda: mvkm.datasets.read_ts(3), TypeError, r"path must be a str or pathlib.Path"),
+    "read_ts(a binary file)": (_binary_ts, ValueError, r"path: binary.ts is not a UTF-8 text file"),
+})
+
+
+# arguments accepted and ignored or misread
+ISSUE35_ERRORS.update({
+    "kernel_top_eigh(tol=-1), n <= 1000": (
+        lambda: mvkm.kernel_top_eigh(mvkm.RBF(1.0), B2, 2, tol=-1), ValueError, r"tol must be a finite"),
+    "kernel_top_eigh(tol='a'), n <= 1000": (
+        lambda: mvkm.kernel_top_eigh(mvkm.RBF(1.0), B2, 2, tol="a"), ValueError, r"tol must be a finite"),
+    "feature_moments(split_every=0)": (
+        lambda: mvkm.covariance.feature_moments([B2], [mvkm.Identity().fit(B2)], split_every=0),
+        ValueError, r"split_every must be an integer >= 2"),
+    "feature_moments(split_every=1)": (
+        lambda: mvkm.covariance.feature_moments([B2], [mvkm.Identity().fit(B2)], split_every=1),
+        ValueError, r"split_every must be an integer >= 2"),
+    "feature_moments(split_every='a')": (
+        lambda: mvkm.covariance.feature_moments([B2], [mvkm.Identity().fit(B2)], split_every="a"),
+        ValueError, r"split_every must be an integer >= 2"),
+    "Polynomial(3).diag(X * 1e120)": (lambda: mvkm.Polynomial(3).diag(B2 * 1e120), ValueError,
+                                      r"the Gram matrix of Polynomial\(degree=3, c=1.0\) is not finite"),
+    "Linear().diag(X * 1e160)": (lambda: mvkm.Linear().diag(B2 * 1e160), ValueError,
+                                 r"the Gram matrix of Linear\(\) is not finite"),
+})
+
+
+@pytest.mark.parametrize("key", sorted(ISSUE35_ERRORS))
+def test_issue35_clear_errors(key, tmp_path):
+    call, kind, pattern = ISSUE35_ERRORS[key]
+    if "stiefel" in key:
+        pytest.importorskip("torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(kind, match=pattern):
+            call(tmp_path) if call.__code__.co_argcount else call()   # a file to write
+
+
+def test_issue35_streamed_ppca_transforms_a_list():
+    # the streamed primal KernelPPCA transformed a list with an AttributeError ('list'.ndim)
+    m = mvkm.KernelPPCA(1, formulation="primal", batch_size=10).fit(B2)
+    assert np.allclose(m.transform(B2.tolist()), m.transform(B2), rtol=1e-12, atol=1e-12)
+
+
+def test_issue35_arpack_max_iter_beyond_int32():
+    # top_eigh(..., 'arpack', max_iter=10**12): ARPACK's int32 counter overflowed ("error -4")
+    lam, _ = mvkm.top_eigh(KSQ, 3, "arpack", max_iter=10**12)
+    assert np.allclose(lam, mvkm.top_eigh(KSQ, 3, "dense")[0], rtol=1e-10)
+
+
+def test_issue35_polynomial_diag_agrees_with_the_gram_matrix():
+    # Polynomial()(X) raised where .diag(X) returned inf; both raise the same error now
+    for k, X in [(mvkm.Polynomial(3), B2 * 1e120), (mvkm.Linear(), B2 * 1e160)]:
+        msgs = []
+        for f in (k, k.diag):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with pytest.raises(ValueError) as info:
+                    f(X)
+            msgs.append(str(info.value))
+        assert msgs[0] == msgs[1]
+        assert np.allclose(k.diag(B2), np.diag(k(B2)), rtol=1e-13)
+
+
+def test_issue35_valid_inputs_unchanged():
+    # iter_row_chunks still covers range(n) in order
+    assert [(c.start, c.stop) for c in mvkm.covariance.iter_row_chunks(7, 3)] == [(0, 3), (3, 6), (6, 7)]
+    assert list(mvkm.covariance.iter_row_chunks(0, 3)) == []
+    # svm_objective on valid input: unchanged
+    K, beta = KSQ, 0.1 * _yPM
+    f = K @ beta + 0.5
+    want = 0.5 * beta @ K @ beta + 2.0 * np.maximum(0.0, 1.0 - _yPM * f).sum()
+    assert mvkm.smm.svm_objective(K, _yPM, beta, 2.0, 0.5) == pytest.approx(want, rel=1e-14)
+    # a positive semi-definite user kernel is accepted by MultiViewRKM (no false alarm)
+    class _Cosine(mvkm.kernels.Kernel):
+        def _gram(self, X, Y):
+            Yn = X if Y is None else Y
+            return (X / np.linalg.norm(X, axis=1, keepdims=True)) @ (
+                Yn / np.linalg.norm(Yn, axis=1, keepdims=True)).T
+
+    assert mvkm.MultiViewRKM(2, kernels=[_Cosine(), mvkm.Linear()]).fit([B2, Y2]).eigenvalues_[1] > 0
 
 
 def count() -> dict[str, int]:

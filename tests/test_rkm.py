@@ -70,6 +70,23 @@ def test_stiefel_equals_eig_after_rotation(formulation):
     assert np.allclose(raw.predict(test, 0), eig.predict(test, 0), atol=1e-7)
 
 
+@pytest.mark.parametrize("formulation", ["primal", "dual"])
+def test_stiefel_stops_at_stagnation_with_a_warning(formulation):
+    # issue 35, item 8: with tol=1e-300 the Stiefel solver ran to max_iter with its objective
+    # flat and its relative gradient at round-off (1e-16) after about 50 iterations, then
+    # warned only that it "did not converge"; it stops at stagnation now, and says so
+    pytest.importorskip("torch")
+    views = _views()
+    eig = MultiViewRKM(3, formulation=formulation).fit(views)
+    with pytest.warns(mvkm.linalg.ConvergenceWarning, match="stagnated"):
+        st = MultiViewRKM(3, formulation=formulation, solver="stiefel", tol=1e-300, max_iter=3000,
+                          random_state=0).fit(views)
+    hist = st.stiefel_history_
+    assert hist["stagnated"] and not hist["converged"] and hist["n_iter"] < 500
+    assert np.allclose(st.eigenvalues_, eig.eigenvalues_, rtol=1e-12)
+    assert np.allclose(_match_up_to_sign(st.H_, eig.H_), eig.H_, atol=1e-7)
+
+
 def test_primal_routes_agree_and_rescaling_matters():
     views = _views(n=20, dims=(30, 25))     # 2n <= D: "auto" takes the QR route
     qr = MultiViewRKM(3, formulation="primal").fit(views)

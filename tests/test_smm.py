@@ -233,6 +233,32 @@ def test_labels_of_any_type_and_refit():
     assert np.linalg.matrix_rank(model.row_projection_, tol=1e-8) == 2
 
 
+def test_stops_at_stagnation_with_a_warning():
+    # issue 35, item 8: with tol=0 the alternation went on through decreases of round-off
+    # (1e-15 of the objective) until one happened to be <= 0, and then called that
+    # convergence; it stops when 10 alternations have lowered the objective by no more than
+    # its round-off in all, and warns
+    rng = np.random.default_rng(10)
+    X, y = rng.normal(size=(12, 3, 4)), np.repeat([0, 1], 6)
+    with pytest.warns(mvkm.linalg.ConvergenceWarning, match="stagnated"):
+        m = LowRankSMM(rank=2, tol=0, max_iter=10**6).fit(X, y)
+    obj = m.objective_[::2]                                    # after each C-step
+    assert m.n_iter_ < 85                                      # where the old rule stopped
+    assert obj[-11] - obj[-1] <= 2e-12 * max(1.0, obj[-1]) + 12 * np.finfo(float).eps * obj[-1]
+    assert obj[0] - obj[-1] > 1e-3 * obj[0]                    # it had made progress first
+
+
+def test_progress_beyond_round_off_is_not_stagnation():
+    # a slow fit still lowers the objective far beyond round-off (1e-7 of it per alternation
+    # here): it goes on to max_iter and warns that it did not converge, as documented
+    rng = np.random.default_rng(7)
+    rng.normal(size=(30, 3)), rng.normal(size=(30, 2))       # the bad-input catalogue's data
+    X, y = rng.normal(size=(20, 3, 4)), np.repeat([0, 1], 10)
+    with pytest.warns(mvkm.linalg.ConvergenceWarning, match="did not converge in max_iter=60"):
+        m = LowRankSMM(rank=2, tol=0, max_iter=60).fit(X, y)
+    assert m.n_iter_ == 60
+
+
 def test_bad_input():
     X, y = _data(n=20)
     with pytest.raises(ValueError, match="3-D"):

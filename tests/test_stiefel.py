@@ -217,6 +217,30 @@ def test_history_is_consistent():
                                _residual_norm(B, A), rtol=1e-3, atol=1e-14 * np.linalg.norm(B))
 
 
+@pytest.mark.parametrize("method", ["cayley-bb", "cayley-adam"])
+def test_stops_at_stagnation_when_tol_is_below_round_off(method):
+    # issue 35, item 8: tol=1e-300 ran to max_iter (the objective flat, the relative gradient
+    # at round-off); the run stops at stagnation with a ConvergenceWarning, at the iterate of
+    # smallest gradient, which is the top eigenspace to round-off
+    from mvkm.linalg import ConvergenceWarning
+
+    B = np.diag(np.arange(8.0))
+    with pytest.warns(ConvergenceWarning, match="stagnated"):
+        A, hist = maximize_trace(B, 2, tol=1e-300, method=method, max_iter=5000, random_state=0,
+                                 return_history=True)
+    assert hist["stagnated"] and not hist["converged"] and hist["n_iter"] < 5000
+    np.testing.assert_allclose(np.diag(A.T @ B @ A), [7.0, 6.0], rtol=1e-13)
+    assert _residual_norm(B, A) <= 1e-9 * np.linalg.norm(B @ A)
+
+
+def test_a_run_that_converges_is_not_stagnated():
+    # the stagnation rule leaves a run that meets tol alone, slow or not
+    for method in ("cayley-bb", "cayley-adam"):
+        A, hist = maximize_trace(_wishart(40, 3), 3, method=method, random_state=1, tol=1e-8,
+                                 return_history=True)
+        assert hist["converged"] and not hist["stagnated"]
+
+
 def test_documented_gap_bound_at_moderate_tol():
     """gap <~ ||R||_F^2 / (lambda_s - lambda_{s+1}) near the maximiser."""
     B = _centred_rbf(100, 3)
