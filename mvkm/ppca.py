@@ -796,12 +796,12 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
 
     @property
     def eigenvalues_(self) -> Array:
-        r""":math:`\lambda_1 \ge \dots \ge \lambda_r`, shape (rank_,) (see the class notes)."""
+        r""":math:`\lambda_1 \ge \dots \ge \lambda_r`, shape ``(rank_,)`` (see the class notes)."""
         return self._spectrum()[0]
 
     @property
     def eigenvectors_(self) -> Array:
-        """:math:`E_r`, shape (n_samples, rank_) (see the class notes)."""
+        """:math:`E_r`, shape ``(n_samples, rank_)`` (see the class notes)."""
         return self._spectrum()[1]
 
     @property

@@ -72,7 +72,7 @@ _DENSE_KERNEL_BYTES = 4 * 2**30
 
 def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit: bool = True,
                      parametric: bool = False, stiefel: bool = False) -> str:
-    r"""Pick a training algorithm by the flowchart (Fig. 1) of :cite:`achten2023duality`.
+    r"""Pick a training algorithm by the flowchart of :cite:`achten2023duality` (their Figure 1).
 
     The four algorithms solve the same problem; they differ in cost. The
     decisions, in order:
@@ -291,7 +291,7 @@ class MultiViewRKM(BaseEstimator):
         iteration (:func:`mvkm.matfree.matfree_top_eigh` for one kernel view,
         with a Nystrom warm start). ``"dense"`` keeps the upper triangle of
         each kernel view's matrix (and of their sum) and centres implicitly,
-        as :func:`mvkm.linalg.kernel_top_eigh` does (:mod:`mvkm._gram`).
+        as :func:`mvkm.linalg.kernel_top_eigh` does (``mvkm._gram``).
         ``"auto"``: ``"none"`` when one ``n x n`` float64 matrix would exceed
         4 GiB (``n`` above about 23,000), when a ``device`` is given, or when
         the dense route's estimated peak memory exceeds 90 % of the available

@@ -84,7 +84,7 @@ def solve_box_qp(
     tol: float = 1e-12,
     max_rounds: int = 20,
 ) -> tuple[NDArray[np.float64], int]:
-    r"""Solve :math:`\min_\alpha \tfrac12 \alpha^\top Q\alpha - c^\top\alpha` s.t. :math:`0 \le \alpha \le u` (:math:`c = \mathbf 1` by default).
+    r"""Solve :math:`\min_\alpha \tfrac12 \alpha^\top Q\alpha - c^\top\alpha` subject to :math:`0 \le \alpha \le u` (:math:`c = \mathbf 1` by default).
 
     This is the dual of an SVM without intercept (:math:`Q = \operatorname{diag}(y)
     K \operatorname{diag}(y)`). Without the equality constraint of the SVM
