@@ -288,6 +288,18 @@ def test_a_chapter_that_builds_a_player_is_known(tmp_path, code, animated):
     assert builds_animation(path) is animated
 
 
+@pytest.mark.parametrize("text, animated", [
+    ("```{code-cell} ipython3\nplayer = animation_html(anim)\n```\n", True),
+    # the API reference's page of mvkm.plotting names the function and builds nothing
+    ("```{eval-rst}\n.. autofunction:: mvkm.plotting.animation_html\n```\n", False),
+    ("A chapter calls `to_jshtml` in prose only.\n", False),
+])
+def test_a_myst_page_builds_a_player_only_in_its_code_cells(tmp_path, text, animated):
+    path = tmp_path / "page.md"
+    path.write_text(text)
+    assert builds_animation(path) is animated
+
+
 def test_make_env_brings_the_jupyterlab_the_readme_opens_chapters_with():
     import importlib.util
 
