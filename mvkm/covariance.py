@@ -766,7 +766,8 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     >>> from mvkm.covariance import feature_moments
     >>> rng = np.random.default_rng(0)
     >>> X, Y = rng.normal(size=(1000, 3)), rng.normal(size=(1000, 2))
-    >>> m = feature_moments([X, Y], [Identity().fit(X), Identity().fit(Y)], batch_size=128)
+    >>> maps = [Identity().fit(X), Identity().fit(Y)]
+    >>> m = feature_moments([X, Y], maps, batch_size=128)
     >>> Phi = np.hstack([X, Y]) - np.hstack([X, Y]).mean(axis=0)
     >>> bool(np.allclose(m.scatter, Phi.T @ Phi)), m.dims
     (True, [3, 2])

@@ -112,7 +112,7 @@ def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit
 
     Examples
     --------
-    >>> choose_algorithm(929, 5001)          # Santa Fe with 5000 random features
+    >>> choose_algorithm(929, 5001)    # Santa Fe, 5000 random features
     'Algorithm 2'
     >>> choose_algorithm(929, 5001, stiefel=True)
     'Algorithm 4'
@@ -334,7 +334,8 @@ class MultiViewRKM(BaseEstimator):
     >>> import numpy as np
     >>> from mvkm import MultiViewRKM
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.standard_normal((50, 3)); Y = X @ rng.standard_normal((3, 2))
+    >>> X = rng.standard_normal((50, 3))
+    >>> Y = X @ rng.standard_normal((3, 2))
     >>> dual = MultiViewRKM(2).fit([X, Y])
     >>> primal = MultiViewRKM(2, formulation="primal").fit([X, Y])
     >>> bool(np.allclose(np.abs(dual.H_), np.abs(primal.H_)))

@@ -148,7 +148,7 @@ def solve_box_qp(
     >>> import numpy as np
     >>> from mvkm.smm import solve_box_qp
     >>> alpha, _ = solve_box_qp(np.array([[2.0, 1.0], [1.0, 2.0]]), 1.0)
-    >>> np.round(alpha, 6)    # unconstrained optimum (1/3, 1/3) lies in the box
+    >>> np.round(alpha, 6)    # the unconstrained optimum is in the box
     array([0.333333, 0.333333])
     """
     Q = check_array(Q, "Q")
@@ -745,8 +745,9 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-1, 1, (300, 6, 5))
     >>> u, v = rng.uniform(-1, 1, 6), rng.uniform(-1, 1, 5)
-    >>> y = np.sign(np.einsum("p,ipq,q->i", u, X, v))        # a rank-1 truth
-    >>> model = LowRankSMM(rank=1, C=1.0, max_iter=100).fit(X[:100], y[:100])
+    >>> y = np.sign(np.einsum("p,ipq,q->i", u, X, v))    # a rank-1 truth
+    >>> model = LowRankSMM(rank=1, C=1.0, max_iter=100)
+    >>> model = model.fit(X[:100], y[:100])
     >>> round(model.score(X[100:], y[100:]), 2)
     0.93
     """
