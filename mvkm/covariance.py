@@ -47,7 +47,7 @@ The same reduction runs
 
 ``dtype="float32"`` computes features and each chunk's product in single
 precision and merges chunks in double precision; before the cast a float64
-shift, the first chunk's mean, is subtracted (:func:`float32_shifts`), so a
+shift, the first chunk's mean, is subtracted (``float32_shifts``), so a
 large mean of the data costs no digits: about twice as fast on a
 CPU (more on most GPUs); each entry of :math:`S` then carries a relative
 error of order :math:`\sqrt{b}\,\epsilon_{32} \approx 10^{-6}`–:math:`10^{-5}`
@@ -203,12 +203,12 @@ class FeatureMoments:
 def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "float64", *,
                    out: NDArray[Any] | None = None, scaled: bool = True,
                    shifts: Sequence["_Shift"] | None = None, raw: bool = False) -> NDArray[Any]:
-    r"""The stacked features ``[phi_1(X_1) | ... | phi_V(X_V)]`` of one chunk of rows.
+    r"""The stacked features :math:`[\phi_1(X_1), \dots, \phi_V(X_V)]` of one chunk of rows.
 
     A ``b x D`` array in Fortran (column-major) order (float64, or float32
     with ``dtype="float32"``), written view by view into one buffer: each view's
     columns are then one contiguous block, which random Fourier features fill in
-    place (:func:`_rff_into`, no copy; equal to
+    place (``_rff_into``, no copy; equal to
     :meth:`~mvkm.features.RandomFourierFeatures.transform` up to round-off), and
     BLAS ``syrk`` reads the buffer without a copy. Other maps run their ``transform``.
 
@@ -221,7 +221,7 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
     caller applies :func:`view_scales` to the products instead: one pass over
     the chunk fewer).
 
-    ``shifts`` (one :class:`_Shift` per view, from :func:`float32_shifts`)
+    ``shifts`` (one ``_Shift`` per view, from ``float32_shifts``)
     subtract a float64 vector from each view before the cast to ``dtype``:
     from the features of identity and other maps, and from the inputs of random
     Fourier features (the phases absorb it, so the features are unchanged).
@@ -229,7 +229,7 @@ def chunk_features(maps: Sequence[Any], chunks: Sequence[Any], dtype: str = "flo
     ``raw=True`` writes, for a :class:`~mvkm.features.Nystrom` map, the raw
     kernel rows :math:`K(X, L)` (``b x m``) instead of its features
     :math:`K(X, L) N`: the caller applies :math:`N` to the reduced result
-    (:func:`raw_transforms`), which saves the ``b m r`` product per chunk.
+    (``raw_transforms``), which saves the ``b m r`` product per chunk.
     With a single such view whose kernel is an :class:`mvkm.kernels.Kernel`,
     the result is the kernel's own new column-major array, not a view of ``out``.
     """
@@ -373,7 +373,7 @@ def _feature_shift(shifts: Sequence[_Shift], dims: Sequence[int]) -> Array:
 
 
 def view_scales(maps: Sequence[Any]) -> list[float]:
-    r"""The factor ``chunk_features(..., scaled=False)`` leaves out of each view's features.
+    r"""The factor that ``chunk_features`` with ``scaled=False`` leaves out of each view's features.
 
     :math:`\sqrt{2/D_v}` for random Fourier features, 1 for every other map.
     """
@@ -397,7 +397,7 @@ def features_times(maps: Sequence[Any], chunks: Sequence[Any], A: Array, *,
     into the rows of ``A``; the product runs in torch, as the features do (one
     thread pool for the whole pass). Without torch, numpy's BLAS does it.
     ``folded=True``: ``A`` already has each Nystrom view's ``N_v`` folded into its rows
-    (:func:`fold_raw`), which a pass over many chunks with the same ``A`` does once.
+    (``fold_raw``), which a pass over many chunks with the same ``A`` does once.
     """
     dims = _feature_dims(maps, chunks)
     Ts = raw_transforms(maps)
@@ -775,7 +775,8 @@ def feature_moments(views: Sequence[Any], maps: Sequence[Any], *, batch_size: in
     >>> from mvkm.covariance import feature_moments
     >>> rng = np.random.default_rng(0)
     >>> X, Y = rng.normal(size=(1000, 3)), rng.normal(size=(1000, 2))
-    >>> m = feature_moments([X, Y], [Identity().fit(X), Identity().fit(Y)], batch_size=128)
+    >>> maps = [Identity().fit(X), Identity().fit(Y)]
+    >>> m = feature_moments([X, Y], maps, batch_size=128)
     >>> Phi = np.hstack([X, Y]) - np.hstack([X, Y]).mean(axis=0)
     >>> bool(np.allclose(m.scatter, Phi.T @ Phi)), m.dims
     (True, [3, 2])

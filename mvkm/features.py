@@ -66,7 +66,7 @@ class Identity(TransformerMixin, BaseEstimator):
 
     @property
     def kernel(self) -> Kernel:
-        """The kernel this map represents: :class:`~mvkm.kernels.Linear`."""
+        """The kernel this map represents, :class:`~mvkm.kernels.Linear`."""
         return Linear()
 
 
@@ -240,7 +240,7 @@ class Nystrom(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Map ``X`` (n, d) to features (n, n_features_out_)."""
+        """Map ``X`` (n, d) to features ``(n, n_features_out_)``."""
         _check_fitted(self, "landmarks_")
         X = check_array(X, "X")
         _check_n_features(self, X)

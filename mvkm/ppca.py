@@ -833,7 +833,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
 
     @property
     def eigenvalues_(self) -> Array:
-        r""":math:`\lambda_1 \ge \dots \ge \lambda_r`, shape (rank_,), or the top
+        r""":math:`\lambda_1 \ge \dots \ge \lambda_r`, shape ``(rank_,)``, or the top
         ``n_components_`` after a dual fit on ``N > DENSE_MAX_N`` (see the class notes)."""
         if self._top_only():
             return self._lam_q.copy()
@@ -841,7 +841,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
 
     @property
     def eigenvectors_(self) -> Array:
-        """:math:`E_r`, shape (n_samples, rank_), or the top ``n_components_`` columns after
+        """:math:`E_r`, shape ``(n_samples, rank_)``, or the top ``n_components_`` columns after
         a dual fit on ``N > DENSE_MAX_N`` (see the class notes)."""
         if self._top_only():
             return self._E_q.copy()

@@ -73,7 +73,7 @@ _DENSE_KERNEL_BYTES = 4 * 2**30
 
 def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit: bool = True,
                      parametric: bool = False, stiefel: bool = False) -> str:
-    r"""Pick a training algorithm by the flowchart (Fig. 1) of :cite:`achten2023duality`.
+    r"""Pick a training algorithm by the flowchart of :cite:`achten2023duality` (their Figure 1).
 
     The four algorithms solve the same problem; they differ in cost. The
     decisions, in order:
@@ -113,7 +113,7 @@ def choose_algorithm(n_samples: int, feature_dim: int | None = None, *, explicit
 
     Examples
     --------
-    >>> choose_algorithm(929, 5001)          # Santa Fe with 5000 random features
+    >>> choose_algorithm(929, 5001)    # Santa Fe, 5000 random features
     'Algorithm 2'
     >>> choose_algorithm(929, 5001, stiefel=True)
     'Algorithm 4'
@@ -386,14 +386,15 @@ class MultiViewRKM(BaseEstimator):
         iteration (:func:`mvkm.matfree.matfree_top_eigh` for one kernel view,
         with a Nystrom warm start). ``"dense"`` keeps the upper triangle of
         each kernel view's matrix (and of their sum) and centres implicitly,
-        as :func:`mvkm.linalg.kernel_top_eigh` does (:mod:`mvkm._gram`).
+        as :func:`mvkm.linalg.kernel_top_eigh` does (``mvkm._gram``).
         ``"auto"``: ``"none"`` when a single view's ``n x n`` float64 matrix
         would exceed 4 GiB (``n`` above about 23,000; its matrix-free route,
         Nystrom-started, is then the faster), when a ``device`` is given, or
         when the dense route's estimated peak memory exceeds 90 % of the
         available memory (the room under a cgroup or ``ulimit -v`` included);
         else ``"dense"`` (several views stay dense while they fit: their
-        matrix-free route recomputes every view's tiles in every product). ``"dense"`` (or ``"auto"`` with the Stiefel
+        matrix-free route recomputes every view's tiles in every product).
+        ``"dense"`` (or ``"auto"`` with the Stiefel
         solver) raises a ``MemoryError`` giving the estimate when it does not
         fit. ``"none"`` only with ``solver="eig"``.
     copy_X : bool, default=True
@@ -437,7 +438,8 @@ class MultiViewRKM(BaseEstimator):
     >>> import numpy as np
     >>> from mvkm import MultiViewRKM
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.standard_normal((50, 3)); Y = X @ rng.standard_normal((3, 2))
+    >>> X = rng.standard_normal((50, 3))
+    >>> Y = X @ rng.standard_normal((3, 2))
     >>> dual = MultiViewRKM(2).fit([X, Y])
     >>> primal = MultiViewRKM(2, formulation="primal").fit([X, Y])
     >>> bool(np.allclose(np.abs(dual.H_), np.abs(primal.H_)))

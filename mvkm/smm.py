@@ -86,7 +86,7 @@ def solve_box_qp(
     tol: float = 1e-12,
     max_rounds: int = 20,
 ) -> tuple[NDArray[np.float64], int]:
-    r"""Solve :math:`\min_\alpha \tfrac12 \alpha^\top Q\alpha - c^\top\alpha` s.t. :math:`0 \le \alpha \le u` (:math:`c = \mathbf 1` by default).
+    r"""Solve :math:`\min_\alpha \tfrac12 \alpha^\top Q\alpha - c^\top\alpha` subject to :math:`0 \le \alpha \le u` (:math:`c = \mathbf 1` by default).
 
     This is the dual of an SVM without intercept (:math:`Q = \operatorname{diag}(y)
     K \operatorname{diag}(y)`). Without the equality constraint of the SVM
@@ -159,7 +159,7 @@ def solve_box_qp(
     >>> import numpy as np
     >>> from mvkm.smm import solve_box_qp
     >>> alpha, _ = solve_box_qp(np.array([[2.0, 1.0], [1.0, 2.0]]), 1.0)
-    >>> np.round(alpha, 6)    # unconstrained optimum (1/3, 1/3) lies in the box
+    >>> np.round(alpha, 6)    # the unconstrained optimum is in the box
     array([0.333333, 0.333333])
     """
     Q = check_array(Q, "Q")
@@ -850,8 +850,9 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-1, 1, (300, 6, 5))
     >>> u, v = rng.uniform(-1, 1, 6), rng.uniform(-1, 1, 5)
-    >>> y = np.sign(np.einsum("p,ipq,q->i", u, X, v))        # a rank-1 truth
-    >>> model = LowRankSMM(rank=1, C=1.0, max_iter=100).fit(X[:100], y[:100])
+    >>> y = np.sign(np.einsum("p,ipq,q->i", u, X, v))    # a rank-1 truth
+    >>> model = LowRankSMM(rank=1, C=1.0, max_iter=100)
+    >>> model = model.fit(X[:100], y[:100])
     >>> round(model.score(X[100:], y[100:]), 2)
     0.93
     """

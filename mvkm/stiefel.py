@@ -753,7 +753,7 @@ def maximize_trace(
         Size of :math:`B`; required when ``B`` is a callable.
     A0 : array_like of shape (n, s), optional
         Starting point with orthonormal columns (``max|A0^T A0 - I| <= 1e-6``).
-        Default: :func:`random_stiefel` with ``random_state``.
+        Default: :func:`~mvkm.stiefel.random_stiefel` with ``random_state``.
     tol : float, default=1e-8
         Tolerance on the relative gradient above, ``0 < tol < 1``.
     max_iter : int, optional

@@ -235,6 +235,42 @@ def test_every_chapter_in_the_toc_exists_and_every_notebook_is_in_the_toc():
     assert notebooks <= set(files), f"notebooks missing from _toc.yml: {notebooks - set(files)}"
 
 
+
+_AUTODOC = re.compile(r"^\.\. auto(?:class|exception|function|data|module):: (\S+)$", re.M)
+
+
+def test_the_api_reference_documents_every_public_name():
+    # Issue 33, item 10: book/reference/ renders the docstring of every name of mvkm.__all__
+    # and of its modules' __all__, a re-exported object under its public name (mvkm.KernelPPCA,
+    # which the chapters link to), the others under their module (mvkm.kernels.upper_gram).
+    pytest.importorskip("torch")                          # mvkm.stiefel's __all__
+    import importlib
+    import inspect
+
+    import mvkm
+
+    reference = ROOT / "book" / "reference"
+    pages = {p.stem: p.read_text() for p in reference.glob("*.md")}
+    entries = [name for text in pages.values() for name in _AUTODOC.findall(text)]
+    documented = set(entries)
+    assert len(entries) == len(documented), "a name is documented twice"
+    modules = [n for n in mvkm.__all__ if inspect.ismodule(getattr(mvkm, n))]
+    expected = {"mvkm"} | {f"mvkm.{n}" for n in mvkm.__all__}
+    for module in modules:
+        assert module in pages, f"book/reference/{module}.md is missing"
+        for name in importlib.import_module(f"mvkm.{module}").__all__:
+            expected.add(f"mvkm.{name}" if name in mvkm.__all__ else f"mvkm.{module}.{name}")
+    assert documented == expected, (f"missing from the reference: {sorted(expected - documented)}; "
+                                    f"not public: {sorted(documented - expected)}")
+    # the index's tables list every top-level name, and every page is in the book
+    listed = set(re.findall(r"^   ~?(?:mvkm\.)?(\w+)$", pages["index"], re.M))
+    assert set(mvkm.__all__) <= listed, sorted(set(mvkm.__all__) - listed)
+    toc = (ROOT / "_toc.yml").read_text()
+    for page in pages:
+        assert f"- file: book/reference/{page}\n" in toc, page
+    for page in ("docs/package", "docs/teaching"):
+        assert f"- file: {page}\n" in toc, page
+
 @pytest.mark.parametrize(
     "html, bad",
     [
@@ -379,6 +415,18 @@ def test_a_chapter_that_builds_a_player_is_known(tmp_path, code, animated):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     path = tmp_path / "chapter.ipynb"
     nbformat.write(nb, path)
+    assert builds_animation(path) is animated
+
+
+@pytest.mark.parametrize("text, animated", [
+    ("```{code-cell} ipython3\nplayer = animation_html(anim)\n```\n", True),
+    # the API reference's page of mvkm.plotting names the function and builds nothing
+    ("```{eval-rst}\n.. autofunction:: mvkm.plotting.animation_html\n```\n", False),
+    ("A chapter calls `to_jshtml` in prose only.\n", False),
+])
+def test_a_myst_page_builds_a_player_only_in_its_code_cells(tmp_path, text, animated):
+    path = tmp_path / "page.md"
+    path.write_text(text)
     assert builds_animation(path) is animated
 
 
