@@ -296,6 +296,19 @@ MUTANTS: list[Mutant] = [
         "                    Kt = _center_test_rows(Kt, Kt.mean(axis=0))\n",
         "MultiViewKPLS.transform (out-of-sample centring)",
     ),
+    Mutant(
+        "kpls_lanczos_scale_not_undone",
+        "the Lanczos route runs on D / c_v (c_v a power of two near view v's largest "
+        "centred diagonal entry) and forgets to scale back: eigenvalues lambda' instead "
+        "of lambda' sqrt(c_1 c_2), alpha_v without the 1 / sqrt(c_v)",
+        "kpls.py",
+        "                    for v in range(V):\n"
+        "                        alpha[v * N:(v + 1) * N] /= math.sqrt(cs[v])\n"
+        "                    lam_scale = math.sqrt(cs[0] * cs[1]) if V == 2 else cs[0]\n"
+        "                    return lam * lam_scale, alpha\n",
+        "                    return lam, alpha\n",
+        "MultiViewKPLS(solver='lanczos')",
+    ),
     # -- Part IV: LowRankSMM -------------------------------------------------------------------------
     Mutant(
         "smm_box_upper",

@@ -45,6 +45,8 @@ FRAMED = {
     "rkm/sines", "rkm/santafe", "rkm/explorer", "rkm/parametric",
     "ppca/spaces", "ppca/primal", "ppca/dual", "ppca/sampling", "ppca/preimage",
     "ppca/experiments", "ppca/novelty",
+    "kpls/from_pls", "kpls/objective", "kpls/computing", "kpls/experiments",
+    "kpls/explorer",
 }
 #: Method chapters (not experiments or explorers): at least 4 captioned figures each.
 METHOD = {
@@ -52,6 +54,7 @@ METHOD = {
     "rkm/objective", "rkm/primal", "rkm/dual", "rkm/inference", "rkm/parametric",
     "ppca/spaces", "ppca/primal", "ppca/dual", "ppca/sampling", "ppca/preimage",
     "ppca/novelty",
+    "kpls/from_pls", "kpls/objective", "kpls/computing",
 }
 HIDE_INPUT = {"remove-cell", "remove-input", "hide-cell", "hide-input"}
 HIDE_OUTPUT = {"remove-cell", "remove-output", "hide-cell", "hide-output"}
