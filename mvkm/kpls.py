@@ -169,48 +169,31 @@ def _check_psd_diagonal(Ks: list[NDArray[np.float64]], kernels: Sequence[Any],
             raise _not_psd(v, kernel, f"its diagonal entry K[{i}, {i}] = {d[i]:.3g} is negative")
 
 
-_PROBE_BLOCK, _PROBE_STEPS = 8, 4
 
 
 def _psd_probe(K: NDArray[np.float64], v: int, kernel: Any, rng: np.random.Generator,
                scale: float) -> None:
     r"""Look for a negative eigenvalue of :math:`K` with a small block Krylov space.
 
-    ``_PROBE_STEPS`` products of :math:`K` with a block of ``_PROBE_BLOCK``
-    vectors (four thin GEMMs per view: +10 % CPU time on a whole
-    Lanczos-route fit at N = 2000, V = 2, k = 5) span a Krylov space of 32
-    vectors from a random start; its smallest Ritz value is an upper bound of
-    :math:`\lambda_{\min}(K)`, and extreme eigenvalues, a clearly negative one
-    included, appear in it first. Below ``-_PSD_RTOL`` times the largest Ritz
+    Four thin block products per view (:func:`mvkm.linalg.ritz_extremes`: +10 % CPU
+    time on a whole Lanczos-route fit at N = 2000, V = 2, k = 5) span a Krylov
+    space of 32 vectors from a random start; its smallest Ritz value is an upper
+    bound of :math:`\lambda_{\min}(K)`. Below ``-_PSD_RTOL`` times the largest Ritz
     value (or than ``scale``, the size of the uncentred kernel) it proves
     :math:`K` indefinite. Probabilistic: a negative eigenvalue
     small against the spread of the spectrum may go unseen.
     """
-    n = K.shape[0]
-    Qt = np.linalg.qr(rng.standard_normal((n, min(_PROBE_BLOCK, n))))[0].T
-    basis, images = [], []
-    for _ in range(_PROBE_STEPS):
-        # (K Q)^T: K is symmetric; thin GEMM faster this way round (a triangle: one dsymm)
-        KQt = (K @ Qt.T).T if isinstance(K, GramTriangle) else Qt @ K
-        basis.append(Qt)
-        images.append(KQt)
-        B = np.vstack(basis)
-        if B.shape[0] >= n:
-            break
-        Z = KQt
-        for _ in range(2):
-            Z = Z - (Z @ B.T) @ B
-        Q, R = np.linalg.qr(Z.T)
-        keep = np.abs(np.diagonal(R)) > 1e-10 * max(float(np.abs(KQt).max()), np.finfo(float).tiny)
-        if not keep.any():
-            break
-        Qt = Q[:, keep].T
-    B, KB = np.vstack(basis), np.vstack(images)
-    T = KB @ B.T
-    mu = np.linalg.eigvalsh(0.5 * (T + T.T))
-    if mu[0] < -_psd_rtol(K) * max(float(np.abs(mu).max()), scale, np.finfo(float).tiny):
-        raise _not_psd(v, kernel, f"a Ritz value of its kernel matrix is {mu[0]:.3g} < 0 (an upper "
-                                  f"bound of its smallest eigenvalue; largest Ritz value {mu[-1]:.3g})")
+    from .linalg import ritz_extremes
+
+    if isinstance(K, GramTriangle):
+        times = K.matmat
+    else:               # (Q^T K)^T: K is symmetric, and the thin GEMM is faster this way round
+        def times(Q: NDArray[np.float64]) -> NDArray[np.float64]:
+            return np.ascontiguousarray((Q.T @ K).T)
+    lo, hi = ritz_extremes(times, K.shape[0], rng)
+    if lo < -_psd_rtol(K) * max(abs(lo), abs(hi), scale, np.finfo(float).tiny):
+        raise _not_psd(v, kernel, f"a Ritz value of its kernel matrix is {lo:.3g} < 0 (an upper "
+                                  f"bound of its smallest eigenvalue; largest Ritz value {hi:.3g})")
 
 
 def _symmetric_form(Ks: list[NDArray[np.float64]], kernels: Sequence[Any] | None = None,

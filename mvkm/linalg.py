@@ -582,6 +582,45 @@ def _lanczos_run(matvec: Callable[[NDArray[np.float64]], NDArray[np.float64]], n
         since_check = 0
 
 
+#: The block Krylov probe of :func:`ritz_extremes`: a block of this many vectors, this many products.
+_PROBE_BLOCK, _PROBE_STEPS = 8, 4
+
+
+def ritz_extremes(times: Callable[[NDArray[np.float64]], NDArray[np.float64]], n: int,
+                  rng: np.random.Generator) -> tuple[float, float]:
+    r"""Smallest and largest Ritz values of a symmetric ``n x n`` operator on a small block
+    Krylov space.
+
+    ``_PROBE_STEPS`` products of the operator (``times(Q) = K Q``) with a block of
+    ``_PROBE_BLOCK`` vectors span a Krylov space of up to 32 vectors from a random start;
+    its smallest Ritz value is an upper bound of :math:`\lambda_{\min}(K)`, and extreme
+    eigenvalues, a clearly negative one included, appear in it first. The cheap check
+    that a kernel matrix is positive semi-definite (:func:`mvkm.kpls._psd_probe`, and
+    :class:`mvkm.MultiViewRKM` with a user's kernel); probabilistic: a negative
+    eigenvalue small against the spread of the spectrum may go unseen.
+    """
+    Q = np.linalg.qr(rng.standard_normal((n, min(_PROBE_BLOCK, n))))[0]
+    basis, images = [], []
+    for _ in range(_PROBE_STEPS):
+        KQ = times(Q)
+        basis.append(Q)
+        images.append(KQ)
+        B = np.hstack(basis)
+        if B.shape[1] >= n:
+            break
+        Z = KQ
+        for _ in range(2):
+            Z = Z - B @ (B.T @ Z)
+        Q, R = np.linalg.qr(Z)
+        keep = np.abs(np.diagonal(R)) > 1e-10 * max(float(np.abs(KQ).max()), np.finfo(float).tiny)
+        if not keep.any():
+            break
+        Q = Q[:, keep]
+    B, KB = np.hstack(basis), np.hstack(images)
+    mu = np.linalg.eigvalsh(0.5 * (B.T @ KB + KB.T @ B))
+    return float(mu[0]), float(mu[-1])
+
+
 def _closing_check(matvec: Callable[[NDArray[np.float64]], NDArray[np.float64]],
                    B: NDArray[np.float64], H_B: NDArray[np.float64], theta: NDArray[np.float64],
                    residual: NDArray[np.float64], floor: float, rng: np.random.Generator,

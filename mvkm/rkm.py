@@ -180,7 +180,6 @@ def _checked_gamma_spectrum(Gamma: NDArray[np.float64]) -> NDArray[np.float64]:
 #: Relative round-off below zero tolerated in the checks that a user's kernel is positive
 #: semi-definite (of the size of its uncentred entries or of its largest eigenvalue).
 _PSD_RTOL = 1e-8
-_PROBE_BLOCK, _PROBE_STEPS = 8, 4
 
 
 def _is_mercer(kernel: Any) -> bool:
@@ -191,31 +190,11 @@ def _is_mercer(kernel: Any) -> bool:
 
 
 def _ritz_extremes(T: Any, rng: np.random.Generator) -> tuple[float, float]:
-    """Smallest and largest Ritz values of ``T`` (a centred :class:`GramTriangle`) on a block
-    Krylov space of ``_PROBE_BLOCK x _PROBE_STEPS`` vectors: the smallest is an upper bound of
-    its smallest eigenvalue, and a clearly negative eigenvalue appears in it first (four thin
-    block products, as :func:`mvkm.kpls._psd_probe`)."""
-    n = T.n
-    Q = np.linalg.qr(rng.standard_normal((n, min(_PROBE_BLOCK, n))))[0]
-    basis, images = [], []
-    for _ in range(_PROBE_STEPS):
-        KQ = T.matmat(Q)
-        basis.append(Q)
-        images.append(KQ)
-        B = np.hstack(basis)
-        if B.shape[1] >= n:
-            break
-        Z = KQ
-        for _ in range(2):
-            Z = Z - B @ (B.T @ Z)
-        Q, R = np.linalg.qr(Z)
-        keep = np.abs(np.diagonal(R)) > 1e-10 * max(float(np.abs(KQ).max()), np.finfo(float).tiny)
-        if not keep.any():
-            break
-        Q = Q[:, keep]
-    B, KB = np.hstack(basis), np.hstack(images)
-    mu = np.linalg.eigvalsh(0.5 * (B.T @ KB + KB.T @ B))
-    return float(mu[0]), float(mu[-1])
+    """Smallest and largest Ritz values of ``T`` (a centred :class:`GramTriangle`) on a small
+    block Krylov space (:func:`mvkm.linalg.ritz_extremes`)."""
+    from .linalg import ritz_extremes
+
+    return ritz_extremes(T.matmat, T.n, rng)
 
 
 def _extreme_eigenvalues(T: Any) -> tuple[float, float]:
