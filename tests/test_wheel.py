@@ -94,7 +94,9 @@ def test_the_wheel_ships_the_data_and_the_licence(wheel):
     assert not [r for r in requires if "torch" in r or "reservoirpy" in r], requires
 
 
-def test_installed_wheel_loads_every_data_set(wheel, tmp_path):
+def _venv_with(wheel: Path, tmp_path: Path) -> Path:
+    """A fresh venv with ``wheel`` installed (no dependencies, no index) and this interpreter's
+    site-packages after its own, for the dependencies; returns its python."""
     env = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env)
     python = env / "bin" / "python"
@@ -104,13 +106,17 @@ def test_installed_wheel_loads_every_data_set(wheel, tmp_path):
                               "--no-index", "--quiet", str(wheel)], capture_output=True, text=True, timeout=300,
                              env=_clean_env())
     assert install.returncode == 0, install.stderr
-    # then this interpreter's dependencies, after the venv's own site-packages
     deps = [p for p in site.getsitepackages() + [sysconfig.get_path("purelib")] if Path(p).is_dir()]
     (Path(purelib) / "zz_deps.pth").write_text("\n".join(dict.fromkeys(deps)) + "\n")
+    return python
+
+
+def test_installed_wheel_loads_every_data_set(wheel, tmp_path):
+    python = _venv_with(wheel, tmp_path)
     done = subprocess.run([str(python), "-c", _LOAD], capture_output=True, text=True, timeout=300,
                           cwd=tmp_path, env=_clean_env())
     assert done.returncode == 0, done.stderr[-3000:]
-    assert str(env.resolve()) in done.stdout
+    assert str((tmp_path / "venv").resolve()) in done.stdout
 
 
 # ---------------------------------------------------------------------------
@@ -185,17 +191,7 @@ def test_a_wheel_built_from_the_sdist_passes_the_sdists_tests(sdist, tmp_path):
         tar.extractall(tmp_path, filter="data")
     (unpacked,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     whl = _build("build_wheel", unpacked, tmp_path)
-    env = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=False).create(env)
-    python = env / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-                              "--no-index", "--quiet", str(whl)], capture_output=True, text=True, timeout=300,
-                             env=_clean_env())
-    assert install.returncode == 0, install.stderr
-    deps = [p for p in site.getsitepackages() + [sysconfig.get_path("purelib")] if Path(p).is_dir()]
-    (Path(purelib) / "zz_deps.pth").write_text("\n".join(dict.fromkeys(deps)) + "\n")
+    python = _venv_with(whl, tmp_path)
     done = subprocess.run([str(python), "-P", "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q",
                            "tests/test_validation.py"], capture_output=True, text=True, timeout=600,
                           cwd=unpacked, env=_clean_env() | {"MVKM_TEST_INSTALLED": "1"})
