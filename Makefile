@@ -16,7 +16,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.mvkm-installed
 
-.PHONY: book book-full test test-wheel env assignments mutants check-pages dist clean
+.PHONY: book book-full test test-wheel env assignments gradebook mutants check-pages dist clean
 
 # torch is installed first and pinned, so that the package's `torch>=2.1` finds it
 # installed. From PyPI alone, pip resolves torch on Linux to the CUDA build (several GB,
@@ -86,6 +86,13 @@ check-pages: book
 
 assignments: $(STAMP)
 	$(BIN)/python tools/assignments.py _build/assignments
+
+# A class's submissions into one CSV gradebook, graded in parallel:
+#   make gradebook AUTOGRADER=_build/assignments/rkm-primal/autograder/rkm-primal-autograder_*.zip \
+#        SUBMISSIONS=folder/ [GRADES=grades.csv] [JOBS=4]
+GRADES ?= grades.csv
+gradebook: $(STAMP)
+	$(BIN)/python tools/assignments.py grade $(AUTOGRADER) $(SUBMISSIONS) -o $(GRADES) $(if $(JOBS),-j $(JOBS))
 
 # One named fault at a time in a copy of mvkm/, every chapter notebook run against
 # it; the report says which notebooks catch which fault (tests/mutants.py).

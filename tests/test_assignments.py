@@ -156,3 +156,35 @@ def test_dead_kernels_are_restarted_up_to_three_times():
     assert len(calls) == 3
     with pytest.raises(RuntimeError, match="other"):                # any other error: at once
         assignments.restarting_dead_kernels(lambda: (_ for _ in ()).throw(RuntimeError("other")))()
+
+
+def test_gradebook_grades_a_folder_into_a_csv(tmp_path):
+    """``tools/assignments.py grade``: a folder of submissions, whatever their file names,
+    into one CSV; a key gets full points, a stub none, and a notebook of another chapter
+    with the same chapter name (Part I's ``primal`` handed to Part II's autograder) is
+    refused by name instead of scored 0."""
+    import csv
+    import shutil
+
+    row = assignments.assign(ROOT / "book" / "ppca" / "primal.ipynb", tmp_path / "ppca")
+    other = assignments.assign(ROOT / "book" / "rkm" / "primal.ipynb", tmp_path / "rkm")
+    assert row["student"].name == "ppca-primal.ipynb" and other["student"].name == "rkm-primal.ipynb"
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(row["key"], subs / "alice.ipynb")
+    shutil.copy(row["student"], subs / "bob.ipynb")
+    shutil.copy(other["key"], subs / "carol.ipynb")
+    assignments.gradebook(row["autograder"], subs, tmp_path / "grades.csv", jobs=2)
+    with (tmp_path / "grades.csv").open() as fh:
+        got = {r["submission"]: r for r in csv.DictReader(fh)}
+    assert sorted(got) == ["alice.ipynb", "bob.ipynb", "carol.ipynb"]
+    questions = [ex.question for ex in row["exercises"]]
+    assert float(got["alice.ipynb"]["total"]) == float(got["alice.ipynb"]["possible"]) == row["points"]
+    assert [float(got["alice.ipynb"][q]) for q in questions] == [ex.points for ex in row["exercises"]]
+    assert not got["alice.ipynb"]["problems"] and not got["bob.ipynb"]["problems"]
+    assert float(got["bob.ipynb"]["total"]) == 0
+    assert float(got["carol.ipynb"]["total"]) == 0 and "rkm-primal" in got["carol.ipynb"]["problems"]
+    with pytest.raises(ValueError, match="autograder must be an existing .zip"):
+        assignments.gradebook(tmp_path / "missing.zip", subs, tmp_path / "x.csv")
+    with pytest.raises(ValueError, match="jobs must be a positive integer"):
+        assignments.gradebook(row["autograder"], subs, tmp_path / "x.csv", jobs=0)

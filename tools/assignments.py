@@ -3,20 +3,28 @@
 Usage::
 
     python tools/assignments.py [OUT]        # default OUT: _build/assignments
+    python tools/assignments.py grade AUTOGRADER_ZIP SUBMISSIONS [-o CSV] [-j JOBS]
 
-For every chapter of ``_toc.yml`` with exercises, this writes
-``OUT/<part>-<chapter>/`` with
+For every chapter of ``_toc.yml`` with exercises, the first form writes
+``OUT/<part>-<chapter>/`` with (the assignment's name is ``<part>-<chapter>``,
+e.g. ``rkm-primal``, unique in the book)
 
-* ``student/<chapter>.ipynb``: the notebook to hand out; each solution cell is
-  replaced by a stub (``name = ...`` for the results the checks use), the
-  prose solutions are removed, and the visible checks run through
+* ``student/<part>-<chapter>.ipynb``: the notebook to hand out; each solution
+  cell is replaced by a stub (``name = ...`` for the results the checks use),
+  the prose solutions are removed, and the visible checks run through
   ``grader.check("<question>")``;
-* ``autograder/<chapter>.ipynb``: the instructor key (the chapter with every
-  solution, prose and code);
-* ``autograder/<chapter>-autograder_*.zip``: what ``otter run -a`` needs to
-  grade a submission (visible and hidden checks, points);
+* ``autograder/<part>-<chapter>.ipynb``: the instructor key (the chapter with
+  every solution, prose and code);
+* ``autograder/<part>-<chapter>-autograder_*.zip``: what ``otter run -a``
+  needs to grade a submission (visible and hidden checks, points);
 
 and ``OUT/SUMMARY.md``, a table of chapters, exercises and points.
+
+The second form grades every ``*.ipynb`` under the folder SUBMISSIONS with one
+autograder, JOBS at a time (default: the CPUs available, at most 4), and
+writes a gradebook CSV (default ``grades.csv``): one row per submission, one
+column per exercise, the total, the points possible and what went wrong
+(a submission for another assignment, a notebook that does not run).
 
 The chapters keep the book's exercise format (see docs/teaching.md, "For
 teachers"): after the ``{exercise}``/``{solution}`` markdown come a *solution
@@ -228,11 +236,18 @@ def local_modules(notebook: Path) -> list[Path]:
     return [notebook.parent / f"{name}.py" for name in names if (notebook.parent / f"{name}.py").is_file()]
 
 
+def assignment_name(notebook: Path) -> str:
+    """``<part>-<chapter>`` (``book/rkm/primal.ipynb`` -> ``rkm-primal``): chapter names
+    repeat across parts (three are called ``primal``), so the part is part of the name;
+    otter refuses a submission whose notebook names another assignment."""
+    return f"{notebook.parent.name}-{notebook.stem}"
+
+
 def assign(notebook: Path, out_dir: Path) -> dict:
     """Run ``otter assign`` on one chapter; return its summary row."""
     nb = nbformat.read(notebook, as_version=4)
     exs = exercises(nb)
-    name = notebook.stem
+    name = assignment_name(notebook)
     out_dir = out_dir.resolve()                # otter runs in a temporary folder
     out_dir.mkdir(parents=True, exist_ok=True)
     support = [p.name for p in local_modules(notebook)]
@@ -421,5 +436,99 @@ def build(out: Path = ROOT / "_build" / "assignments") -> list[dict]:
     return rows
 
 
+def grade_row(submission: Path, autograder: Path) -> dict[str, Any]:
+    """One gradebook row: the submission's points per exercise, total, possible, problems."""
+    from otter.api import grade_submission
+
+    row: dict[str, Any] = {"submission": submission.name}
+    try:
+        # graded under the hand-out's file name (its first cell opens otter.Notebook("<name>.ipynb"))
+        meta = json.loads(submission.read_text()).get("metadata", {}).get("otter", {})
+        with tempfile.TemporaryDirectory() as tmp:
+            named = Path(tmp) / f"{meta.get('assignment_name') or submission.stem}.ipynb"
+            shutil.copy(submission, named)
+            results = restarting_dead_kernels(grade_submission)(str(named), str(autograder),
+                                                                quiet=True)
+    except Exception as exc:  # a submission for another assignment, not a notebook, ...
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        return dict(row, total=0.0, possible="", problems=message[:300])
+    for name in sorted(results.test_files):
+        row[name] = results.get_score(name)
+    row["total"], row["possible"] = results.total, results.possible
+    problems = []
+    if results.notebook is not None:
+        for cell in results.notebook.cells:
+            for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+                if out.get("output_type") == "error":
+                    problems.append(f"{out.get('ename')}: {out.get('evalue', '')}"[:120])
+    row["problems"] = "; ".join(dict.fromkeys(problems))
+    return row
+
+
+def gradebook(autograder: Path, submissions: Path, out: Path, jobs: int | None = None) -> list[dict]:
+    """Grade every ``*.ipynb`` under ``submissions`` with ``autograder`` into the CSV ``out``.
+
+    Gradings run in ``jobs`` worker processes (each starts its own kernel); the
+    rows are in the submissions' sorted order whatever order they finish in.
+    """
+    import csv
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    autograder, submissions = Path(autograder).resolve(), Path(submissions)
+    if not autograder.is_file() or autograder.suffix != ".zip":
+        raise ValueError(f"autograder must be an existing .zip file (an autograder/*-autograder_*.zip "
+                         f"of make assignments); got {str(autograder)!r}")
+    if not submissions.is_dir():
+        raise ValueError(f"submissions must be a folder of .ipynb files; got {str(submissions)!r}")
+    files = sorted(p.resolve() for p in submissions.rglob("*.ipynb")
+                   if ".ipynb_checkpoints" not in p.parts)
+    if not files:
+        raise ValueError(f"submissions: no .ipynb file under {str(submissions)!r}")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if jobs is not None and not (isinstance(jobs, int) and jobs >= 1):
+        raise ValueError(f"jobs must be a positive integer; got {jobs!r}")
+    jobs = min(jobs or min(cpus, 4), len(files))
+    print(f"grading {len(files)} submissions with {autograder.name}, {jobs} at a time", flush=True)
+    rows: list[dict] = []
+    with ProcessPoolExecutor(jobs) as pool:
+        for k, row in enumerate(pool.map(grade_row, files, [autograder] * len(files)), 1):
+            rows.append(row)
+            shown = row["problems"] or "ok"
+            print(f"[{k}/{len(files)}] {row['submission']}: {row['total']}/{row['possible']}  {shown}",
+                  flush=True)
+    questions = sorted({key for row in rows for key in row} - {"submission", "total", "possible",
+                                                              "problems"})
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, ["submission", *questions, "total", "possible", "problems"])
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {out}")
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != ["grade"]:
+        build(Path(argv[0]) if argv else ROOT / "_build" / "assignments")
+        return
+    parser = argparse.ArgumentParser(prog="tools/assignments.py grade",
+                                     description="Grade a folder of submissions into a CSV gradebook.")
+    parser.add_argument("autograder", type=Path, help="the chapter's autograder zip")
+    parser.add_argument("submissions", type=Path, help="a folder of submitted .ipynb files")
+    parser.add_argument("-o", "--out", type=Path, default=Path("grades.csv"), help="the CSV to write")
+    parser.add_argument("-j", "--jobs", type=int, default=None,
+                        help="gradings at a time (default: the CPUs, at most 4)")
+    args = parser.parse_args(argv[1:])
+    try:
+        gradebook(args.autograder, args.submissions, args.out, args.jobs)
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
 if __name__ == "__main__":
-    build(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "_build" / "assignments")
+    main()
