@@ -494,7 +494,8 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         self.X_fit_ = own_copy(X, given, self.copy_X)
         self._kernel_fit = None
         if self.feature_map_ is None and isinstance(X, np.ndarray) and not streamed:
-            self._kernel_fit = centring_equivalent(self._k(), X)
+            # polynomial=False: the kernel-smoother pre-image reads uncentred values
+            self._kernel_fit = centring_equivalent(self._k(), X, polynomial=False)
         self.n_features_in_ = X.shape[1]
         self.n_samples_ = N
         self._spectrum_cache: tuple[Array, Array] | None = None

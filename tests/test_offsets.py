@@ -168,3 +168,52 @@ def test_inference_from_a_view_with_a_small_share(scale, formulation):
         ref = np.linalg.solve(H.T @ K0 @ H, (K0 @ H).T).T
     # a 2 x 2 system of condition ~10 from accurate terms: 1e-10
     np.testing.assert_allclose(h, ref, atol=1e-10 * np.abs(ref).max())
+
+
+def _exact_centred_polynomial(Xi, Ti, degree, c):
+    """Centred training Gram and centred test rows of (x'y + c)^p, in exact integer and
+    rational arithmetic (integer data), rounded once to float64 at the end."""
+    from fractions import Fraction
+
+    def k(a, b):
+        return (sum(int(p) * int(q) for p, q in zip(a, b)) + int(c)) ** degree
+
+    n = len(Xi)
+    K = [[k(a, b) for b in Xi] for a in Xi]
+    r = [Fraction(sum(row), n) for row in K]
+    g = Fraction(sum(sum(row) for row in K), n * n)
+    Kc = [[float(K[i][j] - r[i] - r[j] + g) for j in range(n)] for i in range(n)]
+    rows = []
+    for t in Ti:
+        kt = [k(t, b) for b in Xi]
+        mt = Fraction(sum(kt), n)
+        rows.append([float(kt[j] - mt - r[j] + g) for j in range(n)])
+    return np.array(Kc), np.array(rows)
+
+
+@pytest.mark.parametrize("degree, c", [(2, 1.0), (3, 0.0), (3, 2.0)])
+@pytest.mark.parametrize("off", [1e5, 1e6])
+def test_polynomial_kernels_far_from_the_origin(degree, c, off):
+    # Integer data moved by an integer offset: the exact centred values are known. The
+    # direct formula's centred matrix was 8e-8 (1e5) and 6e-6 (1e6) off, relative to its
+    # largest entry, at degree 2, and its 2nd/3rd eigenvalues lose as many digits.
+    from mvkm import Polynomial
+    from mvkm.kernels import _center_test_rows, center_gram, centring_equivalent
+
+    ints = np.random.default_rng(1).integers(-5, 6, (24, 3)).astype(float)
+    Xs, Ts = ints[:20] + off, ints[20:] + off
+    Kc, rows = _exact_centred_polynomial(Xs, Ts, degree, c)
+    kernel = Polynomial(degree, c)
+    eq = centring_equivalent(kernel, Xs)
+    assert repr(eq) == repr(kernel)
+    scale = np.abs(Kc).max()
+    # a few roundings of values of the size of Kc's entries: 1e-13 relative is ample
+    np.testing.assert_allclose(center_gram(eq(Xs)), Kc, rtol=0, atol=1e-13 * scale)
+    K_test = eq(Ts, Xs)
+    got = _center_test_rows(K_test, eq(Xs).mean(axis=0))
+    np.testing.assert_allclose(got, rows, rtol=0, atol=1e-13 * scale)
+    w_exact = np.linalg.eigvalsh(Kc)[::-1][:3]
+    w, _ = kernel_top_eigh(Xs, kernel, 3)
+    np.testing.assert_allclose(w, w_exact, rtol=1e-12)
+    # KernelPPCA reads uncentred values for its pre-images: it keeps the kernel as given
+    assert centring_equivalent(kernel, Xs, polynomial=False) is kernel
