@@ -74,6 +74,56 @@ def check_chapter(notebook: Path, tmp_path: Path) -> None:
         assert scores == {ex.question: (ex.points if k in solved else 0) for k, ex in enumerate(exercises)}
 
 
+def grading_python() -> Path | None:
+    """The Python of otter's grading environment (its environment.yml asks for 3.13)."""
+    import glob
+    import shutil
+
+    found = sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / "3.13.*" / "bin" / "python3.13")))
+    return Path(found[-1]) if found else (Path(shutil.which("python3.13")) if shutil.which("python3.13") else None)
+
+
+def check_zip_alone(notebook: Path, tmp_path: Path) -> None:
+    """A grading service's round trip: an environment built from nothing but the chapter's
+    autograder zip (a fresh venv, ``pip install`` of its environment.yml's pip list, run in
+    the unzipped folder as conda runs it) grades the key to full points and the stub to 0."""
+    import json as _json
+    import os
+    import subprocess
+    import venv
+    import zipfile
+
+    import yaml
+
+    python = grading_python()
+    if python is None:
+        pytest.skip("no Python 3.13 here (otter's grading environment asks for it)")
+    row = assignments.assign(notebook, tmp_path / "build")
+    source = tmp_path / "source"                       # a grading service's /autograder/source
+    with zipfile.ZipFile(row["autograder"]) as zf:
+        zf.extractall(source)
+    env = yaml.safe_load((source / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert f"./files/{assignments.package_wheel().name}" in pip and (source / "files").is_dir()
+    (source / "requirements-pip.txt").write_text("\n".join(pip) + "\n")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "MVKM"))}
+    subprocess.run([str(python), "-m", "venv", str(tmp_path / "env")], check=True, env=clean)
+    bin_ = tmp_path / "env" / "bin"
+    subprocess.run([str(bin_ / "python"), "-m", "pip", "install", "--quiet", "-r", "requirements-pip.txt"],
+                   cwd=source, check=True, env=clean, capture_output=True)
+    for which, expected in (("key", row["points"]), ("student", 0)):
+        folder = tmp_path / which
+        folder.mkdir()
+        submission = folder / row["student"].name
+        submission.write_bytes(row[which].read_bytes())
+        subprocess.run([str(bin_ / "otter"), "run", "-a", str(row["autograder"]), "-o", str(folder),
+                        submission.name], cwd=folder, check=True, env=clean, capture_output=True)
+        results = _json.loads((folder / "results.json").read_text())
+        scores = {t["name"]: t["score"] for t in results["tests"] if "score" in t}
+        assert set(scores) == {ex.question for ex in row["exercises"]}
+        assert sum(scores.values()) == expected, (which, scores)
+
+
 def chapters_of(part: str) -> list[Path]:
     return [nb for p, nb in FORMATTED if p == part]
 

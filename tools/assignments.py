@@ -164,11 +164,13 @@ def stub(ex: Exercise, source: str) -> str:
     return "\n".join(lines)
 
 
-def master(nb: nbformat.NotebookNode, name: str, files: Sequence[str] = ()) -> nbformat.NotebookNode:
+def master(nb: nbformat.NotebookNode, name: str, files: Sequence[str] = (),
+           wheel: str | None = None) -> nbformat.NotebookNode:
     """The otter-assign master notebook of a book chapter.
 
     ``files``: support files beside the chapter (:func:`local_modules`), shipped with
-    the student notebook and the autograder.
+    the student notebook and the autograder. ``wheel``: the mvkm wheel's file name, shipped
+    in the autograder only, with the grading environment's ``requirements.txt``.
     """
     exs = exercises(nb)
     by_statement = {ex.statement: ex for ex in exs}
@@ -178,8 +180,10 @@ def master(nb: nbformat.NotebookNode, name: str, files: Sequence[str] = ()) -> n
     config = {"name": name, "init_cell": True, "check_all_cell": False, "export_cell": False,
               "run_tests": False, "solutions_pdf": False, "generate": True,
               "tests": {"files": False}}
-    if files:
-        config["files"] = list(files)
+    if files or wheel:
+        config["files"] = list(files) + ([wheel] if wheel else [])
+    if wheel:
+        config["requirements"] = "requirements.txt"
     cells = [raw("# ASSIGNMENT CONFIG\n" + yaml.safe_dump(config, sort_keys=False))]
     for i, cell in enumerate(nb.cells):
         cell = copy.deepcopy(cell)
@@ -243,19 +247,81 @@ def assignment_name(notebook: Path) -> str:
     return f"{notebook.parent.name}-{notebook.stem}"
 
 
+_WHEELS: dict[Path, Path] = {}
+
+
+def package_wheel(root: Path = ROOT) -> Path:
+    """The wheel of the package in ``root``, built once per process (``pip wheel --no-deps``)
+    into ``root/_build/assignments-wheel``: the autograder ships it, since mvkm is not on PyPI."""
+    if root not in _WHEELS or not _WHEELS[root].is_file():
+        out = root / "_build" / "assignments-wheel"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        subprocess.run([sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--quiet",
+                        "-w", str(out)], check=True, capture_output=True)
+        _WHEELS[root] = next(out.glob("mvkm-*.whl"))
+    return _WHEELS[root]
+
+
+# what a chapter's imports need beyond the wheel's own dependencies, and the data extra's
+# packages that mvkm.datasets' loaders read (pyproject's [data] extra)
+_DISTRIBUTION = {"sklearn": "scikit-learn", "skimage": "scikit-image", "IPython": "ipython"}
+_DATA_LOADERS = {"load_santafe": "reservoirpy>=0.4.2", "load_basicmotions": "sktime>=0.30"}
+_CPU_TORCH = "--extra-index-url https://download.pytorch.org/whl/cpu"
+
+
+def requirements(notebook: Path, wheel: Path) -> list[str]:
+    """The pip requirements of a chapter's grading environment: the mvkm wheel (shipped in
+    the autograder's ``files/``), the third-party packages its code and its local modules
+    import (with the lower bounds of pyproject's extras), and the data extra's package
+    where it loads the Santa Fe or BasicMotions data. torch comes from PyTorch's CPU index."""
+    sources = [notebook, *local_modules(notebook)]
+    code = ""
+    for path in sources:
+        if path.suffix == ".ipynb":
+            cells = json.loads(path.read_text())["cells"]
+            code += "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        else:
+            code += path.read_text()
+    local = {p.stem for p in sources}
+    bounds = {}
+    for line in re.findall(r'"([A-Za-z][\w.-]*(?:\[[\w,]+\])?>=[^"]+)"', (ROOT / "pyproject.toml").read_text()):
+        bounds.setdefault(re.split(r"[\[>]", line)[0].lower(), line)
+    names = []
+    for module in dict.fromkeys(_IMPORTED.findall(code)):
+        if module in sys.stdlib_module_names or module in local or module in ("mvkm", "__future__"):
+            continue
+        dist = _DISTRIBUTION.get(module, module)
+        names.append(bounds.get(dist.lower(), dist))
+    names += [req for loader, req in _DATA_LOADERS.items() if loader in code]
+    lines = [f"./files/{wheel.name}"]
+    if any(n.startswith("torch") for n in names):
+        lines.insert(0, _CPU_TORCH)
+    return lines + sorted(dict.fromkeys(names))
+
+
 def assign(notebook: Path, out_dir: Path) -> dict:
-    """Run ``otter assign`` on one chapter; return its summary row."""
+    """Run ``otter assign`` on one chapter; return its summary row.
+
+    The autograder zip is self-contained: it carries the chapter's local modules and
+    the mvkm wheel in ``files/``, and its ``environment.yml`` lists what the chapter
+    imports (:func:`requirements`), so that a grading service builds a working
+    environment from the zip alone.
+    """
     nb = nbformat.read(notebook, as_version=4)
     exs = exercises(nb)
     name = assignment_name(notebook)
     out_dir = out_dir.resolve()                # otter runs in a temporary folder
     out_dir.mkdir(parents=True, exist_ok=True)
     support = [p.name for p in local_modules(notebook)]
+    wheel = package_wheel()
     with tempfile.TemporaryDirectory() as tmp:
         for f in support:
             shutil.copy(notebook.parent / f, tmp)
+        shutil.copy(wheel, tmp)
+        (Path(tmp) / "requirements.txt").write_text("\n".join(requirements(notebook, wheel)) + "\n")
         src = Path(tmp) / f"{name}.ipynb"
-        nbformat.write(master(nb, name, support), src)
+        nbformat.write(master(nb, name, support, wheel.name), src)
         result = subprocess.run([sys.executable, "-m", "otter", "assign", str(src), str(out_dir)],
                                 capture_output=True, text=True, cwd=tmp)
     if result.returncode != 0:
