@@ -186,7 +186,7 @@ def _project_text_files() -> list[Path]:
 
 def test_the_repository_url_is_set_once():
     """Issue 33, item 8: the repository's URL is _config.yml's repository.url (the book's
-    repository, Binder and Colab buttons read it); every other copy must agree with it, so
+    repository and Binder buttons read it); every other copy must agree with it, so
     that whoever publishes the book sets it there and this test names the lines to change."""
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
     m = re.fullmatch(r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)/?", url)
@@ -207,7 +207,7 @@ def test_the_repository_url_is_set_once():
                     stale.append(f"{rel}:{lineno}: {ref}")
     assert not stale, (f"_config.yml's repository.url is {url}; these lines name another repository "
                        "(set them to it, or add a third party's to OTHER_REPOSITORIES):\n" + "\n".join(stale))
-    # the copies a user reads: the README's Colab line, package.md's git+ line, the package's metadata
+    # the copies a user reads: the README's git+ line, package.md's git+ line, the package's metadata
     assert {"README.md", "docs/package.md", "pyproject.toml"} <= named, named
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"] == url
 
