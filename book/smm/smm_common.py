@@ -2,7 +2,7 @@
 
 `experiments` (simulations), `images` (a nonlinear rule, digits and faces) and
 `motion` (channels by time) import it from here, the folder of the chapters;
-`experiments` shows it in full and explains it (its Protocol section). It holds:
+`experiments` explains it (its Protocol section, with `svc_cv`). It holds:
 
 * `fit_smm` and `rbf_smm`: `LowRankSMM` with the chapters' defaults, its warnings
   counted in `SOLVER_WARNINGS` (each chapter prints the count at its end);
@@ -23,6 +23,7 @@ from collections import Counter
 
 import clarabel
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 from scipy.optimize import minimize
 from sklearn.model_selection import StratifiedKFold
@@ -30,6 +31,7 @@ from sklearn.svm import SVC
 
 import mvkm
 from mvkm import LowRankSMM
+from mvkm.evaluation import paired_interval
 
 SOLVER_WARNINGS = Counter()
 
@@ -318,3 +320,96 @@ def clarabel_svm(K, y, C, intercept=False, tol=1e-12):
                                  cones, settings).solve()
     a = np.asarray(sol.x)
     return a, 0.5 * a @ Q @ a - a.sum()
+
+
+# -- Shared by images and motion: five methods on a split, paired differences --
+
+
+def nuclear_cv_over(X_tr, y_tr, X_te, taus, solve, folds=3, seed=0):
+    """nuclear_cv over a grid of one's own (most regularised first): for data
+    whose scale puts the optimal tau beyond TAUS (motion)."""
+    splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(
+        X_tr.reshape(len(X_tr), -1), y_tr))
+
+    def decision(W, b, Xe):
+        return np.einsum("pq,ipq->i", W, Xe) + b
+
+    cv = [np.mean([accuracy(decision(*solve(X_tr[a], y_tr[a], tau)[:2], X_tr[b]),
+                            y_tr[b]) for a, b in splits]) for tau in taus]
+    tau = taus[int(np.argmax(cv))]
+    return decision(*solve(X_tr, y_tr, tau)[:2], X_te), tau
+
+
+def methods_and_tau(X_tr, y_tr, X_te, y_te, rank, nuclear, taus=None):
+    """The test accuracies of four_methods with the nuclear-norm SMM, and the
+    tau its cross-validation chose (over TAUS, or over taus if given)."""
+    acc = four_methods(X_tr, y_tr, X_te, y_te, rank)
+    if taus is None:
+        f, tau = nuclear_cv(X_tr, y_tr, X_te, solve=nuclear)
+    else:
+        f, tau = nuclear_cv_over(X_tr, y_tr, X_te, taus, nuclear)
+    acc["nuclear SMM"] = accuracy(f, y_te)
+    return acc, tau
+
+
+def mean_sd_table(frames, index):
+    """Mean +- sd of accuracies in percent: frames maps a row label to a
+    DataFrame of accuracies (splits by methods); index names the rows."""
+    def cell(a):
+        return f"{100 * np.mean(a):.1f} ± {100 * np.std(a, ddof=1):.1f}"
+    df = pd.DataFrame({row: f.apply(cell) for row, f in frames.items()}).T
+    return df.rename_axis(index=index)
+
+
+VERDICT_WORDS = {"higher": "ahead", "lower": "behind", "tied": "tied"}
+
+
+def paired_accuracy_table(diffs):
+    """Paired differences a - b of accuracies, in points: diffs maps a label
+    to (a, b), two arrays over the same splits. Mean, 95 % interval (Student
+    t, mvkm.evaluation.paired_interval), splits where a is ahead, verdict."""
+    rows = {}
+    for label, (a, b) in diffs.items():
+        p = paired_interval(100 * np.asarray(a), 100 * np.asarray(b))
+        rows[label] = {"mean": p["mean"], "low": p["low"], "high": p["high"],
+                       "ahead on": f"{p['wins']}/{p['n']}",
+                       "verdict": VERDICT_WORDS[p["verdict"]]}
+    df = pd.DataFrame(rows).T
+    df[["mean", "low", "high"]] = df[["mean", "low", "high"]].astype(float).round(1)
+    return df
+
+
+def paired_verdict(a, b):
+    """ahead, behind or tied: the verdict of paired_accuracy_table for one pair."""
+    return VERDICT_WORDS[paired_interval(a, b)["verdict"]]
+
+
+def interval_grid(frames, pairs, index):
+    """Paired differences in points as "mean [low, high]", one row per key of
+    frames (DataFrames of accuracies, splits by methods), one column per pair
+    (a, b) of methods; index names the rows."""
+    def cell(f, a, b):
+        p = paired_interval(100 * f[a].to_numpy(), 100 * f[b].to_numpy())
+        return f"{p['mean']:+.1f} [{p['low']:+.1f}, {p['high']:+.1f}]"
+    df = pd.DataFrame({f"{a} − {b}": {row: cell(f, a, b) for row, f in frames.items()}
+                       for a, b in pairs})
+    return df.rename_axis(index=index)
+
+
+def plot_paired_accuracy(ax, diffs, title=None):
+    """One row per label: the per-split differences a - b in points (grey), their
+    mean and 95 % interval (red), zero dashed."""
+    labels = list(diffs)
+    for i, label in enumerate(labels):
+        a, b = (100 * np.asarray(v, dtype=float) for v in diffs[label])
+        p = paired_interval(a, b)
+        jitter = np.linspace(-0.15, 0.15, len(a))
+        ax.plot(a - b, i + jitter, "o", color="0.6", ms=3)
+        ax.errorbar(p["mean"], i, xerr=[[p["mean"] - p["low"]], [p["high"] - p["mean"]]],
+                    fmt="s", color="C3", ms=5, capsize=3)
+    ax.axvline(0, color="k", ls="--", lw=0.8)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.set_xlabel("difference in accuracy [points]")
+    if title:
+        ax.set_title(title, fontsize=10)
