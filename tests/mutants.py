@@ -379,6 +379,15 @@ MUTANTS: list[Mutant] = [
         '            feats.append(np.einsum("kj,ijq->ikq", inv, V).reshape(len(y), -1))\n',
         "LowRankSMM (P-step)",
     ),
+    Mutant(
+        "smm_embedding_blocks_swapped",
+        "symmetric_embedding puts X in the bottom-left block and X^T in the top-right: "
+        "it embeds X^T, so rows and columns trade places",
+        "smm.py",
+        "    out[:, :d1, d1:] = Xa\n    out[:, d1:, :d1] = Xa.transpose(0, 2, 1)\n",
+        "    out[:, d2:, :d2] = Xa\n    out[:, :d2, d2:] = Xa.transpose(0, 2, 1)\n",
+        "mvkm.smm.symmetric_embedding",
+    ),
 ]
 
 
