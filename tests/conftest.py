@@ -57,14 +57,14 @@ def pytest_runtest_call(item):
 # (--no-loadscope-reorder in pyproject.toml keeps the order below instead). Measured
 # with --durations on the 2-core machine (seconds of one worker): the gradings of Parts
 # IV, III and I about 125, 95 and 90; the notebooks kpls/experiments 75, smm/experiments
-# 50, smm/images 45, smm/motion 30, rkm/explorer, rkm/santafe and scale/at_scale 20-30.
+# 50, smm/images 45, smm/motion 30, rkm/explorer and rkm/santafe 20-30, scale/streaming 20.
 # A stale order costs only time.
 _LONGEST_FIRST = (
     "tests/test_assignments_smm.py", "tests/test_assignments_kpls.py", "tests/test_assignments_rkm.py",
     "book/kpls/experiments.ipynb", "book/smm/experiments.ipynb", "tests/test_assignments_ppca.py",
     "book/smm/images.ipynb", "book/smm/motion.ipynb",
     "tests/test_assignments_scale.py", "tests/test_assignments_foundations.py",
-    "book/rkm/explorer.ipynb", "book/rkm/santafe.ipynb", "book/scale/at_scale.ipynb",
+    "book/rkm/explorer.ipynb", "book/rkm/santafe.ipynb", "book/scale/streaming.ipynb",
 )
 
 

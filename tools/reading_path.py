@@ -47,6 +47,7 @@ FRAMED = {
     "ppca/experiments", "ppca/novelty",
     "kpls/from_pls", "kpls/objective", "kpls/computing", "kpls/experiments",
     "kpls/explorer",
+    "scale/cost", "scale/streaming", "scale/matfree", "scale/dask",
 }
 #: Method chapters (not experiments or explorers): at least 4 captioned figures each.
 METHOD = {
@@ -55,6 +56,7 @@ METHOD = {
     "ppca/spaces", "ppca/primal", "ppca/dual", "ppca/sampling", "ppca/preimage",
     "ppca/novelty",
     "kpls/from_pls", "kpls/objective", "kpls/computing",
+    "scale/cost", "scale/streaming", "scale/matfree", "scale/dask",
 }
 HIDE_INPUT = {"remove-cell", "remove-input", "hide-cell", "hide-input"}
 HIDE_OUTPUT = {"remove-cell", "remove-output", "hide-cell", "hide-output"}
