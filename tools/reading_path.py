@@ -47,6 +47,8 @@ FRAMED = {
     "ppca/experiments", "ppca/novelty",
     "kpls/from_pls", "kpls/objective", "kpls/computing", "kpls/experiments",
     "kpls/explorer",
+    "smm/matrix_inputs", "smm/primal", "smm/symmetric", "smm/experiments",
+    "smm/images", "smm/motion", "smm/explorer",
     "scale/cost", "scale/streaming", "scale/matfree", "scale/dask",
 }
 #: Method chapters (not experiments or explorers): at least 4 captioned figures each.
@@ -56,6 +58,7 @@ METHOD = {
     "ppca/spaces", "ppca/primal", "ppca/dual", "ppca/sampling", "ppca/preimage",
     "ppca/novelty",
     "kpls/from_pls", "kpls/objective", "kpls/computing",
+    "smm/matrix_inputs", "smm/primal", "smm/symmetric",
     "scale/cost", "scale/streaming", "scale/matfree", "scale/dask",
 }
 HIDE_INPUT = {"remove-cell", "remove-input", "hide-cell", "hide-input"}
