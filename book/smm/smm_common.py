@@ -91,12 +91,21 @@ def accuracy(f, y):
 
 
 def svc_cv(X_tr, y_tr, X_te, kind, folds=3, seed=0):
-    # Vectorised baseline, its grid point chosen by stratified k-fold CV on the training set only.
-    V_tr, V_te = X_tr.reshape(len(X_tr), -1), X_te.reshape(len(X_te), -1)
+    # The vectorised baseline: SVC on vec(X), its grid point chosen by
+    # stratified k-fold cross-validation on the training set only.
+    V_tr = X_tr.reshape(len(X_tr), -1)
+    V_te = X_te.reshape(len(X_te), -1)
     grid = svc_grid(V_tr, V_te, kind)
-    splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(V_tr, y_tr))
-    cv = [np.mean([accuracy(svc_decision(K[np.ix_(a, a)], y_tr[a], p["C"], K[np.ix_(b, a)]), y_tr[b])
-                   for a, b in splits]) for p, K, _ in grid]
+    folds = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    splits = list(folds.split(V_tr, y_tr))
+
+    def cv_accuracy(p, K):
+        return np.mean([
+            accuracy(svc_decision(K[np.ix_(a, a)], y_tr[a], p["C"],
+                                  K[np.ix_(b, a)]), y_tr[b])
+            for a, b in splits])
+
+    cv = [cv_accuracy(p, K) for p, K, _ in grid]
     params, K, K_te = grid[int(np.argmax(cv))]
     return svc_decision(K, y_tr, params["C"], K_te), params
 
