@@ -253,12 +253,22 @@ _WHEELS: dict[Path, Path] = {}
 def package_wheel(root: Path = ROOT) -> Path:
     """The wheel of the package in ``root``, built once per process (``pip wheel --no-deps``)
     into ``root/_build/assignments-wheel``: the autograder ships it, since mvkm is not on PyPI."""
+    import fcntl
+    import os
+
     if root not in _WHEELS or not _WHEELS[root].is_file():
-        out = root / "_build" / "assignments-wheel"
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True)
-        subprocess.run([sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--quiet",
-                        "-w", str(out)], check=True, capture_output=True)
+        base = root / "_build" / "assignments-wheel"
+        base.mkdir(parents=True, exist_ok=True)
+        out = base / str(os.getpid())           # one folder per process (parallel test workers)
+        # one build at a time: setuptools builds in the source tree (build/, *.egg-info)
+        with open(base / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            result = subprocess.run([sys.executable, "-m", "pip", "wheel", str(root), "--no-deps",
+                                     "--quiet", "-w", str(out)], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"building the mvkm wheel failed:\n{result.stdout}\n{result.stderr}")
         _WHEELS[root] = next(out.glob("mvkm-*.whl"))
     return _WHEELS[root]
 
