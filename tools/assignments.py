@@ -231,12 +231,18 @@ def master(nb: nbformat.NotebookNode, name: str, files: Sequence[str] = (),
     return out
 
 
+def _code_of(path: Path) -> str:
+    """The code of a notebook (its code cells, joined) or of a Python module."""
+    if path.suffix != ".ipynb":
+        return path.read_text()
+    cells = json.loads(path.read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
 def local_modules(notebook: Path) -> list[Path]:
     """The Python modules beside a chapter that its code cells import (Part IV's experiment
     chapters import ``book/smm/smm_common.py``): what its assignment ships with it."""
-    cells = json.loads(notebook.read_text())["cells"]
-    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-    names = dict.fromkeys(_IMPORTED.findall(code))
+    names = dict.fromkeys(_IMPORTED.findall(_code_of(notebook)))
     return [notebook.parent / f"{name}.py" for name in names if (notebook.parent / f"{name}.py").is_file()]
 
 
@@ -286,13 +292,7 @@ def requirements(notebook: Path, wheel: Path) -> list[str]:
     import (with the lower bounds of pyproject's extras), and the data extra's package
     where it loads the Santa Fe or BasicMotions data. torch comes from PyTorch's CPU index."""
     sources = [notebook, *local_modules(notebook)]
-    code = ""
-    for path in sources:
-        if path.suffix == ".ipynb":
-            cells = json.loads(path.read_text())["cells"]
-            code += "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-        else:
-            code += path.read_text()
+    code = "\n".join(_code_of(path) for path in sources)
     local = {p.stem for p in sources}
     bounds = {}
     for line in re.findall(r'"([A-Za-z][\w.-]*(?:\[[\w,]+\])?>=[^"]+)"', (ROOT / "pyproject.toml").read_text()):
