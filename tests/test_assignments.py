@@ -4,24 +4,30 @@ For each such chapter, ``tools/assignments.py`` builds the student notebook,
 the key and the autograder (``otter assign``), and grades two students with
 otter's local runner (``otter.api.grade_submission``): one with the exercises
 at even positions (1st, 3rd, ...) solved with the key's code, one with those
-at odd positions solved. Both are graded in one execution of the chapter
-(``assignments.two_pass_submission``): the chapter's body runs once, then its
-exercise section runs twice, once per student; between the two passes otter's
-check results are saved and cleared and the names the first pass created are
-deleted. Each student must get exactly the points of its solved exercises and
-zero for its stubs, and no cell may raise: in otter's student version the
-visible checks run through ``grader.check`` and report their failures without
-raising, so "only the stubbed exercises fail" means exactly this. Together the
-two passes check what three full executions did before (the key, the untouched
-student version, the first exercise solved):
+at odd positions solved. The exercises a student did not solve are answered
+by copying their visible checks (``assignments.copied_check``: the stub, then
+any value the check's own code computes that passes the check). Both are
+graded in one execution of the chapter (``assignments.two_pass_submission``):
+the chapter's body runs once, then its exercise section runs twice, once per
+student; between the two passes otter's check results are saved and cleared
+and the names the first pass created are deleted. Each student must get
+exactly the points of its solved exercises and less than full points for each
+copied one, and no cell may raise: in otter's student version the visible
+checks run through ``grader.check`` and report their failures without raising,
+so "only the unsolved exercises fail" means exactly this. Together the two
+passes check:
 
 * every exercise's solution gets its points from the autograder (in one of the
-  two), and every exercise's stub gets zero (in the other);
-* no cell raises because some exercise is a stub: a cell that needs a stubbed
-  exercise's result raises in the pass where that exercise is a stub (the stub
-  rebinds its names, and the first pass's other names are gone);
+  two passes), and copying its visible check does not (in the other): the
+  visible checks test properties, and the hidden tests the answer;
+* no cell raises because some exercise is unsolved: a cell that needs an
+  unsolved exercise's result raises in the pass where it is unsolved (its
+  names are stubs there, and the first pass's other names are gone);
 * checks are independent of each other's solutions: each pass mixes solved
-  exercises and stubs, and each exercise's score follows its own cell.
+  and unsolved exercises, and each exercise's score follows its own cell.
+
+That a stub scores exactly 0 is checked on the autograder zip
+(``check_zip_alone``, two chapters).
 
 What one execution cannot see: an exercise cell that mutates an object of the
 chapter's body in place (an array, a random generator) hands the second pass a
@@ -60,18 +66,25 @@ def _graded(path: Path, autograder: Path) -> tuple[dict, list]:
 
 
 def check_chapter(notebook: Path, tmp_path: Path) -> None:
-    """Build one chapter's assignment; grade it with the even, then the odd exercises solved."""
+    """Build one chapter's assignment; grade it with the even, then the odd exercises solved,
+    the others answered by a student who copied their visible checks (less than full)."""
     row = assignments.assign(notebook, tmp_path / "build")
     exercises = row["exercises"]
     check_no_solution_reaches_the_student(row)
     folder = tmp_path / "graded"
     folder.mkdir()
-    passes = assignments.grade_two_pass(row["student"], row["key"], row["autograder"], folder)
+    passes = assignments.grade_two_pass(row["student"], row["key"], row["autograder"], folder,
+                                        assignments.copied_checks(notebook))
     for half, scores in enumerate(passes):
         solved = set(range(half, len(exercises), 2))
         errors = scores.pop("__errors__")
         assert not errors, f"with exercises {sorted(solved)} solved, cells raised outside the checks: {errors}"
-        assert scores == {ex.question: (ex.points if k in solved else 0) for k, ex in enumerate(exercises)}
+        assert set(scores) == {ex.question for ex in exercises}
+        for k, ex in enumerate(exercises):
+            if k in solved:
+                assert scores[ex.question] == ex.points, (ex.label, "solved", scores)
+            else:
+                assert scores[ex.question] < ex.points, (ex.label, "copied its visible check", scores)
 
 
 def grading_python() -> Path | None:
@@ -86,7 +99,9 @@ def grading_python() -> Path | None:
 def check_zip_alone(notebook: Path, tmp_path: Path) -> None:
     """A grading service's round trip: an environment built from nothing but the chapter's
     autograder zip (a fresh venv, ``pip install`` of its environment.yml's pip list, run in
-    the unzipped folder as conda runs it) grades the key to full points and the stub to 0."""
+    the unzipped folder as conda runs it) grades the key to full points, the stub to 0, and
+    a student who copied every visible check into the answer cells to less than full on
+    every exercise (:func:`assignments.copied_check`)."""
     import json as _json
     import os
     import subprocess
@@ -111,7 +126,12 @@ def check_zip_alone(notebook: Path, tmp_path: Path) -> None:
     bin_ = tmp_path / "env" / "bin"
     subprocess.run([str(bin_ / "python"), "-m", "pip", "install", "--quiet", "-r", "requirements-pip.txt"],
                    cwd=source, check=True, env=clean, capture_output=True)
-    for which, expected in (("key", row["points"]), ("student", 0)):
+    copied = assignments.with_solutions(nbformat.read(row["student"], as_version=4),
+                                        nbformat.read(row["key"], as_version=4), set(),
+                                        assignments.copied_checks(notebook))
+    row["copied"] = tmp_path / "copied.ipynb"
+    nbformat.write(copied, row["copied"])
+    for which, expected in (("key", row["points"]), ("student", 0), ("copied", None)):
         folder = tmp_path / which
         folder.mkdir()
         submission = folder / row["student"].name
@@ -121,7 +141,10 @@ def check_zip_alone(notebook: Path, tmp_path: Path) -> None:
         results = _json.loads((folder / "results.json").read_text())
         scores = {t["name"]: t["score"] for t in results["tests"] if "score" in t}
         assert set(scores) == {ex.question for ex in row["exercises"]}
-        assert sum(scores.values()) == expected, (which, scores)
+        if expected is None:
+            assert all(scores[ex.question] < ex.points for ex in row["exercises"]), scores
+        else:
+            assert sum(scores.values()) == expected, (which, scores)
 
 
 def chapters_of(part: str) -> list[Path]:
@@ -238,3 +261,29 @@ def test_gradebook_grades_a_folder_into_a_csv(tmp_path):
         assignments.gradebook(tmp_path / "missing.zip", subs, tmp_path / "x.csv")
     with pytest.raises(ValueError, match="jobs must be a positive integer"):
         assignments.gradebook(row["autograder"], subs, tmp_path / "x.csv", jobs=0)
+
+
+def test_a_copied_visible_check_takes_what_the_check_computes():
+    """The cheating student of ``check_chapter``: a check that recomputes the answer hands
+    it over (from an assert's expression or from a variable); a check of properties
+    leaves the stubs."""
+    import numpy as np
+
+    body = {"np": np, "K": np.diag([4.0, 1.0])}
+    recomputing = ("assert all(v is not ... for v in (top,))\n"
+                   "assert np.isclose(float(top), np.linalg.eigvalsh(K)[-1] ** 0.5)\n")
+    by_variable = ("assert all(v is not ... for v in (top, low))\n"
+                   "ev_t = np.linalg.eigvalsh(K)\n"
+                   "assert np.isclose(top, ev_t[-1]) and np.isclose(low, ev_t[0])\n")
+    properties = ("assert all(v is not ... for v in (top,))\n"
+                  "top_t = float(top)\n"
+                  "assert top_t > 0 and top_t ** 2 <= np.trace(K)\n")
+    found = {}
+    for key, check, names in (("expr", recomputing, ["top"]), ("var", by_variable, ["top", "low"]),
+                              ("prop", properties, ["top"])):
+        space = dict(body)
+        exec(assignments.copied_check(names, check, budget=2.0), space)
+        found[key] = [space[n] for n in names]
+    assert found["expr"] == [2.0]
+    assert [float(v) for v in found["var"]] == [4.0, 1.0]
+    assert found["prop"] == [...]

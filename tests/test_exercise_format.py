@@ -86,3 +86,25 @@ def test_every_exercise_follows_the_format(nb_path):
             used = _names(nb.cells[j].source, ast.Load)
             assert set(ex.names) & used, f"{label}: the test cell checks none of the names"
             assert not (functions & used), f"{label}: the test cell calls the solution's {sorted(functions & used)}"
+        kinds = [assignments.role(nb.cells[j]) for j in ex.tests]
+        assert kinds[0] == "tests" and "hidden-tests" in kinds[1:], \
+            f"{label}: a visible test cell, then hidden tests (the visible checks test properties)"
+        for j in ex.tests:
+            assert "remove-cell" in nb.cells[j].metadata.get("tags", []), \
+                f"{label}: test cells are removed from the HTML"
+        head = assignments.header(sol.source)
+        assert head and re.match(r"# Exercise \d+\.\d+ \(\d+ points?\): ", head[0]), \
+            f"{label}: the solution cell opens with '# Exercise N.M (P points): ...'"
+        assert re.search(r"[.?!]\)?$", head[-1]), \
+            f"{label}: the stub's specification is one whole sentence of at most 3 lines: {head}"
+
+
+def test_the_stub_shows_the_whole_first_sentence():
+    source = ("# Exercise 1.2 (2 points): the rank of K and\n# the order of the recurrence.\n"
+              "# Hint, not shown.\nx = 1\n")
+    assert assignments.header(source) == source.splitlines()[:2]
+    ex = assignments.Exercise("a-b", 2, ["r"], 0, 1, describe={"r": "the rank"})
+    stub = assignments.stub(ex, source)
+    assert "the order of the recurrence." in stub and "Hint" not in stub
+    assert stub.endswith("# r: the rank\nr = ...")
+    assert assignments.header("x = 1\n# late comment.\n") == []

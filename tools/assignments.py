@@ -150,18 +150,117 @@ def exercises(nb: nbformat.NotebookNode) -> list[Exercise]:
 
 
 def stub(ex: Exercise, source: str) -> str:
-    """The student's version of a solution cell: its first comment line and ``name = ...``.
+    """The student's version of a solution cell: its specification (:func:`header`, the
+    leading comment's first sentence) and ``name = ...``.
 
     The exercise's statement in the book says what to compute in words; the names the
     checks read are the grader's business and appear here only, each with its
     description from the solution cell's ``mvkm.describe`` (name -> text), if any.
     """
-    first = source.splitlines()[0] if source.startswith("#") else f"# Exercise {ex.label}"
-    lines = [first, "# Your code here: compute the results below (the checks read these names)."]
+    lines = header(source) or [f"# Exercise {ex.label}"]
+    lines.append("# Your code here: compute the results below (the checks read these names).")
     for name in ex.names:
         text = ex.describe.get(name, "")
         lines += [f"# {name}: {text}" if text else f"# {name}", f"{name} = ..."]
     return "\n".join(lines)
+
+
+_SENTENCE_END = re.compile(r"[.?!][)\"']?$")
+
+
+def header(source: str, most: int = 3) -> list[str]:
+    """The specification a stub shows: the solution cell's leading comment lines up to
+    the end of its first sentence (at most ``most`` lines), or ``[]`` if it has none.
+
+    A header whose sentence runs past ``most`` lines is cut there;
+    ``tests/test_exercise_format.py`` holds every chapter to whole sentences.
+    """
+    lines = []
+    for line in source.splitlines():
+        if not line.startswith("#") or len(lines) == most:
+            break
+        lines.append(line.rstrip())
+        if _SENTENCE_END.search(line.rstrip()):
+            break
+    return lines
+
+
+def copied_check(names: Sequence[str], visible: str, budget: float = 5.0) -> str:
+    """The answer cell of a student who copies the exercise's visible check.
+
+    The cell binds every name to ``...`` (the stub) and runs the visible check's
+    code without its asserts, statement by statement (a statement that fails is
+    skipped). Its candidate answers are the expressions inside the asserts that do
+    not involve the exercise's names (``expected`` in ``np.isclose(name, expected)``),
+    then the variables the code bound: the first assignment of them to ``names``
+    that passes the whole visible check is kept (each trial in a copy of the
+    namespace, at most ``budget`` seconds in all). A visible check that only tests
+    properties computes no answer, and the names stay stubs; one that recomputes
+    the answer hands it over, and then only the hidden tests stand between the
+    copy and full points (``tests/test_assignments.py`` demands less than full).
+    """
+    return f"""\
+# A copied visible check (tools/assignments.copied_check)
+{chr(10).join(f"{n} = ..." for n in names)}
+
+
+def _mvkm_copy_the_check(names={tuple(names)!r}, source={visible!r}, budget={budget!r}):
+    import ast
+    import itertools
+    import time
+    import types
+
+    g = globals()
+    tree = ast.parse(source)
+    tainted = set(names)      # the names, and what the check derives from them
+    kept, asserts = [], []
+    for stmt in tree.body:
+        loads = {{n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}}
+        if isinstance(stmt, ast.Assert):
+            asserts.append(stmt)
+            continue
+        if loads & tainted:
+            tainted |= {{n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
+                         and isinstance(n.ctx, ast.Store)}}
+        kept.append(stmt)
+    scratch = dict(g)
+    for stmt in kept:
+        try:
+            exec(compile(ast.Module([stmt], []), "<copied>", "exec"), scratch)
+        except Exception:
+            pass
+    values = []
+    for stmt in asserts:
+        for node in ast.walk(stmt):
+            free = {{n.id for n in ast.walk(node) if isinstance(n, ast.Name)}}
+            if (isinstance(node, ast.expr) and not isinstance(node, (ast.Name, ast.Constant))
+                    and free and not free & tainted):
+                try:
+                    values.append(eval(compile(ast.Expression(node), "<copied>", "eval"),
+                                       scratch))
+                except Exception:
+                    pass
+    values += [v for k, v in scratch.items() if k not in tainted and not k.startswith("_")
+               and (k not in g or g[k] is not v)]
+    unique = {{}}
+    for v in values:
+        if not (callable(v) or isinstance(v, (types.ModuleType, bool, type(None)))):
+            unique.setdefault(id(v), v)
+    check = compile(tree, "<visible>", "exec")
+    start = time.monotonic()
+    for trial in itertools.product(list(unique.values())[:24], repeat=len(names)):
+        if time.monotonic() - start > budget:
+            return
+        try:
+            exec(check, dict(g, **dict(zip(names, trial))))
+        except Exception:
+            continue
+        g.update(zip(names, trial))
+        return
+
+
+_mvkm_copy_the_check()
+"""
 
 
 def master(nb: nbformat.NotebookNode, name: str, files: Sequence[str] = (),
@@ -356,20 +455,31 @@ def solution_bodies(key: nbformat.NotebookNode) -> list[str]:
 
 
 def with_solutions(student: nbformat.NotebookNode, key: nbformat.NotebookNode,
-                   solved: set[int]) -> nbformat.NotebookNode:
+                   solved: set[int], others: Sequence[str] | None = None) -> nbformat.NotebookNode:
     """A copy of the student notebook in which exercises ``solved`` are solved.
 
     ``solved`` holds positions in the chapter's exercise order. The answer
-    cells of those exercises get the key's solution code; everything else stays
-    the student's (the other stubs included).
+    cells of those exercises get the key's solution code; the others keep the
+    student's stub, or get ``others[k]`` where given (one answer cell per
+    exercise, e.g. :func:`copied_check`).
     """
     out = copy.deepcopy(student)
     bodies, answers = solution_bodies(key), answer_cells(out)
-    if len(bodies) != len(answers):
-        raise ValueError(f"{len(answers)} answer cells but {len(bodies)} solutions in the key")
-    for k in solved:
-        answers[k].source = bodies[k]
+    if len(bodies) != len(answers) or (others is not None and len(others) != len(answers)):
+        raise ValueError(f"{len(answers)} answer cells but {len(bodies)} solutions in the key"
+                         + ("" if others is None else f" and {len(others)} other answers"))
+    for k in range(len(answers)):
+        if k in solved:
+            answers[k].source = bodies[k]
+        elif others is not None:
+            answers[k].source = others[k]
     return out
+
+
+def copied_checks(notebook: Path) -> list[str]:
+    """:func:`copied_check` for every exercise of a book chapter, in exercise order."""
+    nb = nbformat.read(notebook, as_version=4)
+    return [copied_check(ex.names, nb.cells[ex.tests[0]].source) for ex in exercises(nb)]
 
 
 # Cells that the two-pass submission (``two_pass_submission``) adds between its parts. They
@@ -398,12 +508,14 @@ def exercise_section(nb: nbformat.NotebookNode) -> int:
     raise ValueError("the notebook has no {exercise}")
 
 
-def two_pass_submission(student: Path, key: Path, dest: Path, first_pass_scores: Path) -> tuple[Path, int]:
+def two_pass_submission(student: Path, key: Path, dest: Path, first_pass_scores: Path,
+                        others: Sequence[str] | None = None) -> tuple[Path, int]:
     """One submission that grades two students in one execution of the chapter.
 
     The chapter's cells before its exercise section run once; then the exercise
     section runs twice: first with the exercises at even positions (1st, 3rd,
-    ...) solved and the others stubbed, then with the odd ones solved. Between
+    ...) solved, then with the odd ones solved; an exercise not solved in a
+    pass keeps its stub, or gets ``others[k]`` (:func:`with_solutions`). Between
     the passes a cell writes the first pass's scores (otter's own check results)
     to ``first_pass_scores``, clears them, and deletes the names that the first
     pass created, so that a cell of the second pass cannot use a result of the
@@ -414,7 +526,8 @@ def two_pass_submission(student: Path, key: Path, dest: Path, first_pass_scores:
     stu, key_nb = nbformat.read(student, as_version=4), nbformat.read(key, as_version=4)
     start = exercise_section(stu)
     n_ex = len(answer_cells(stu))
-    passes = [with_solutions(stu, key_nb, set(range(half, n_ex, 2))).cells[start:] for half in (0, 1)]
+    passes = [with_solutions(stu, key_nb, set(range(half, n_ex, 2)), others).cells[start:]
+              for half in (0, 1)]
     code = nbformat.v4.new_code_cell
     cells = (stu.cells[:start] + [code(_SNAPSHOT_CELL)] + passes[0]
              + [code(_BETWEEN_PASSES_CELL.format(path=str(first_pass_scores.resolve())))])
@@ -426,7 +539,8 @@ def two_pass_submission(student: Path, key: Path, dest: Path, first_pass_scores:
     return dest, second
 
 
-def grade_two_pass(student: Path, key: Path, autograder: Path, folder: Path) -> list[dict]:
+def grade_two_pass(student: Path, key: Path, autograder: Path, folder: Path,
+                   others: Sequence[str] | None = None) -> list[dict]:
     """Grade a chapter's two half-solved students in one execution (``two_pass_submission``).
 
     Returns one dict per pass (even exercises solved, then odd): question ->
@@ -437,7 +551,7 @@ def grade_two_pass(student: Path, key: Path, autograder: Path, folder: Path) -> 
     import pickle
 
     first = folder / "first-pass-scores.pkl"
-    submission, _ = two_pass_submission(student, key, folder / student.name, first)
+    submission, _ = two_pass_submission(student, key, folder / student.name, first, others)
     results = grade(submission, autograder)
     errors = results.pop("__errors__")
     with open(first, "rb") as f:
