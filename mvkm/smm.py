@@ -751,6 +751,22 @@ def _stagnation_floor(obj: float, n: int) -> float:
     return 2.0 * _QP_TOL * max(1.0, abs(obj)) + n * np.finfo(float).eps * abs(obj)
 
 
+#: Alternations over which LowRankSMM measures a crawl (``_smm_crawling``).
+_CRAWL_WINDOW = 100
+#: The mean relative decrease per alternation below which a tol under it is not waited for.
+_CRAWL_PACE = float(np.sqrt(np.finfo(float).eps))
+
+
+def _smm_crawling(objective: list[float], tol: float) -> bool:
+    """Whether ``tol`` asks for less than :data:`_CRAWL_PACE` and the C-step objectives fell
+    by less than that pace, relative and per alternation, over the last ``_CRAWL_WINDOW``."""
+    w = _CRAWL_WINDOW
+    if tol >= _CRAWL_PACE or len(objective) < 2 * w + 1:
+        return False
+    scale = max(abs(objective[-1]), np.finfo(float).tiny)
+    return (objective[-1 - 2 * w] - objective[-1]) / w < _CRAWL_PACE * scale
+
+
 def _smm_stagnated(objective: list[float], n: int) -> bool:
     """Whether the C-step objectives fell by no more than their round-off over the last
     ``_STAGNATION_WINDOW`` alternations (the list holds C, P, C, ... half-step values)."""
@@ -796,8 +812,13 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         a ``ConvergenceWarning`` that says so, once 10 alternations have
         lowered the objective by no more than that round-off in all
         (stagnation; it can come first only for ``tol`` below about
-        ``2e-13``). A fit that still makes progress beyond round-off, however
-        slowly, goes on to ``max_iter``.
+        ``2e-13``). A ``tol`` below :math:`\sqrt{\epsilon} \approx 1.5\times
+        10^{-8}` is not waited for either when the alternation crawls: once
+        the last 100 alternations have lowered the objective by less than
+        :math:`\sqrt{\epsilon}` of its value each on average, the fit stops
+        with a ``ConvergenceWarning`` giving the pace (on random data the
+        alternation can go on lowering the objective by ``1e-9`` of its value
+        per alternation for tens of thousands of alternations, 2e-5 in all).
     init : {"svd", "random"} or tuple of two arrays, default="svd"
         ``"svd"``: solve the full-rank problem (:math:`W = I`, one SVM) and
         start from the top ``rank`` right singular vectors of its row and
@@ -1023,7 +1044,7 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
         objective = [obj]
         n_iter = 0
         converged = self.max_iter == 0
-        stagnated = False
+        stagnated = crawling = False
         for n_iter in range(1, int(self.max_iter) + 1):
             Ur, Uc, obj_p, beta_p = self._p_step(sides, Ur, Uc, beta, ys)
             objective.append(obj_p)
@@ -1047,6 +1068,9 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
             if _smm_stagnated(objective, len(ys)):
                 stagnated = True
                 break
+            if _smm_crawling(objective, float(self.tol)):
+                crawling = True
+                break
         else:
             n_iter = int(self.max_iter)
         if stagnated:
@@ -1058,6 +1082,16 @@ class LowRankSMM(ClassifierMixin, BaseEstimator):
                 f"QP solutions); tol={self.tol!r} asks for a decrease that float64 cannot show: "
                 f"raise tol to about {floor / max(abs(objective[-1]), np.finfo(float).tiny):.1g} "
                 "to silence this", ConvergenceWarning, stacklevel=2)
+        elif crawling:
+            w = _CRAWL_WINDOW
+            pace = (objective[-1 - 2 * w] - objective[-1]) / w / abs(objective[-1])
+            warnings.warn(
+                f"LowRankSMM stopped after {n_iter} alternations: it is crawling, the objective "
+                f"falling by {pace:.2g} of its value per alternation over the last {w} (below "
+                f"sqrt(eps) = {_CRAWL_PACE:.2g}); tol={self.tol!r} asks for a decrease that this "
+                f"alternation reaches only after many more alternations at this pace; the fit is "
+                f"returned as it stands: raise tol to {_CRAWL_PACE:.2g} or more to silence this",
+                ConvergenceWarning, stacklevel=2)
         elif not converged and objective[-3] - objective[-1] >= 0:
             warnings.warn(
                 f"LowRankSMM did not converge in max_iter={self.max_iter} alternations "

@@ -536,3 +536,22 @@ def test_default_max_iter_converges_from_random_starts():
         steps = np.diff(m.objective_)
         assert steps.max() <= 1e-12 * m.objective_[0]              # monotone to round-off
         assert m.objective_[-3] - m.objective_[-1] <= m.tol * m.objective_[-1]   # the stopping rule
+
+
+def test_a_crawling_fit_stops_with_its_pace():
+    # issue 35, item 8: with tol=0 and max_iter=10**6 this fit lowered its objective by
+    # 1e-9 of its value per alternation for 20,000 alternations and more (2e-5 in all, a
+    # quarter of an hour to max_iter); a tol below sqrt(eps) is not waited for at that pace
+    rng = np.random.default_rng(7)
+    rng.normal(size=(30, 3)), rng.normal(size=(30, 2))       # the bad-input catalogue's data
+    X, y = rng.normal(size=(20, 3, 4)), np.repeat([0, 1], 10)
+    with pytest.warns(mvkm.linalg.ConvergenceWarning, match="crawling"):
+        m = LowRankSMM(rank=2, tol=0, max_iter=10**6).fit(X, y)
+    obj = np.asarray(m.objective_[::2])
+    assert 100 < m.n_iter_ < 1000
+    assert (obj[-101] - obj[-1]) / 100 < np.sqrt(np.finfo(float).eps) * obj[-1]
+    # a tol at that pace is met by the tolerance test itself, without a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loose = LowRankSMM(rank=2, tol=2e-8, max_iter=10**6).fit(X, y)
+    assert loose.n_iter_ <= m.n_iter_
