@@ -362,8 +362,8 @@ class MultiViewRKM(BaseEstimator):
         ``"none"`` never stores them: the summed centred kernel is applied
         tile by tile (:class:`mvkm.matfree.KernelOperator`, memory
         :math:`O(n(d + s))`, on ``device`` if given) inside a block subspace
-        iteration (:func:`mvkm.matfree.matfree_top_eigh` for one kernel view,
-        with a Nystrom warm start). ``"dense"`` keeps the upper triangle of
+        iteration from a Nystrom warm start (:func:`mvkm.matfree.matfree_top_eigh`
+        for one kernel view; for several, one start for the summed kernel). ``"dense"`` keeps the upper triangle of
         each kernel view's matrix (and of their sum) and centres implicitly,
         as :func:`mvkm.linalg.kernel_top_eigh` does (``mvkm._gram``).
         ``"auto"``: ``"none"`` when a single view's ``n x n`` float64 matrix
@@ -372,7 +372,9 @@ class MultiViewRKM(BaseEstimator):
         when the dense route's estimated peak memory exceeds 90 % of the
         available memory (the room under a cgroup or ``ulimit -v`` included);
         else ``"dense"`` (several views stay dense while they fit: their
-        matrix-free route recomputes every view's tiles in every product).
+        matrix-free route recomputes every view's tiles in every product, and
+        took twice the dense route's time with two RBF views at n = 30,000,
+        ``benchmarks/bench_views.py``).
         ``"dense"`` (or ``"auto"`` with the Stiefel
         solver) raises a ``MemoryError`` giving the estimate when it does not
         fit. ``"none"`` only with ``solver="eig"``.
@@ -569,10 +571,11 @@ class MultiViewRKM(BaseEstimator):
         can_stream = self.solver == "eig"
         kernels = [k for k in self._kernels if k is not None]
         # One kernel view above 4 GiB: the matrix-free route (a Nystrom-started block
-        # iteration, matfree_top_eigh) beats building the matrix. With several views the
-        # matrix-free route is a subspace iteration on the sum, every product recomputing
-        # every view's tiles: at n = 30,000 with two RBF views it did not finish in 600 s,
-        # where the dense route took 219 s. So several views stay dense while they fit.
+        # iteration, matfree_top_eigh) beats building the matrix. With several views every
+        # product recomputes every view's tiles: from one Nystrom start for the sum
+        # (_sum_top_eigh) two RBF views at n = 30,000 took 16 kernel passes and 328 s, the
+        # dense route 157 s in the same run (benchmarks/bench_views.py; a random start
+        # took 36 passes and over 600 s). So several views stay dense while they fit.
         if self.kernel_storage == "auto" and can_stream and (
                 self.device is not None
                 or (8.0 * n * n > _DENSE_KERNEL_BYTES and self.n_views_ == 1)):
@@ -871,7 +874,7 @@ class MultiViewRKM(BaseEstimator):
         """Algorithm 2 with K = sum_v K_v,c applied tile by tile, never stored."""
         from scipy.sparse.linalg import LinearOperator
 
-        from .matfree import KernelOperator, matfree_top_eigh
+        from .matfree import KernelOperator, _sum_top_eigh, matfree_top_eigh
 
         seed = 0 if self.random_state is None else self.random_state
         ops: list[Any] = []
@@ -889,6 +892,12 @@ class MultiViewRKM(BaseEstimator):
         if self.n_views_ == 1 and self._kinds[0] == "kernel":
             lam, H = matfree_top_eigh(self._X_fit[0], self._kernels[0], s, device=self.device,
                                       random_state=seed, progress=bool(self.progress))
+        elif any(kind == "kernel" for kind in self._kinds):
+            # one Nystrom start for the whole sum (a random start took several times as many
+            # products, each recomputing every view's tiles)
+            lam, H = _sum_top_eigh([op for op, kind in zip(ops, self._kinds) if kind == "kernel"],
+                                   [P for P, kind in zip(self._Phi_c, self._kinds) if kind == "map"],
+                                   s, random_state=seed, progress=bool(self.progress))
         else:
             total = LinearOperator((n, n), dtype=np.float64,
                                    matmat=lambda Z: sum(op.matmat(Z) for op in ops),
