@@ -463,9 +463,10 @@ def centring_equivalent(kernel: "Kernel", X: NDArray[np.float64], *,
     for ``Polynomial(p, c)`` (with ``polynomial=True``) the kernel of the
     features moved by :math:`\phi(m)` (:class:`_OriginShiftedPolynomial`). Any
     other kernel, or data near the origin, is returned as it is. Only for
-    values that are centred before use: the uncentred values differ (callers
-    that read uncentred values, as a kernel-smoother pre-image does, pass
-    ``polynomial=False``).
+    values that are centred before use: the uncentred values differ (a caller
+    that reads uncentred values, as a kernel-smoother pre-image does, adds
+    them back from :math:`k(x, m)` and :math:`k(m, m)`, as ``KernelPPCA`` does,
+    or passes ``polynomial=False``).
     """
     if type(kernel) is not Linear and not (polynomial and type(kernel) is Polynomial):
         return kernel

@@ -101,7 +101,8 @@ from ._gram import (
     kernel_triangle,
     memory_verdict,
 )
-from .kernels import (Kernel, Linear, Polynomial, _center_test_rows, center_gram,
+from .kernels import (RBF, Kernel, Laplacian, Linear, Polynomial, _center_test_rows,
+                      _OriginShiftedPolynomial, center_gram,
                       centring_equivalent, uncenter_kernel_values)
 from .linalg import flip_signs, sign_convention, top_eigh
 from .preimage import kernel_smoother, stable_kernel_smoother
@@ -493,9 +494,11 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         self._fit_feature_map(X)
         self.X_fit_ = own_copy(X, given, self.copy_X)
         self._kernel_fit = None
+        self._origin_values: tuple[Array, float] | None = None
         if self.feature_map_ is None and isinstance(X, np.ndarray) and not streamed:
-            # polynomial=False: the kernel-smoother pre-image reads uncentred values
-            self._kernel_fit = centring_equivalent(self._k(), X, polynomial=False)
+            # every value the fit reads is centred; the kernel-smoother pre-image's uncentred
+            # values are recovered from the origin's kernel values (_from_coefficients)
+            self._kernel_fit = centring_equivalent(self._k(), X)
         self.n_features_in_ = X.shape[1]
         self.n_samples_ = N
         self._spectrum_cache: tuple[Array, Array] | None = None
@@ -528,6 +531,8 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         elif self._matrix_free(N):
             from .matfree import KernelOperator
 
+            if type(self._k()) not in (Linear, RBF, Laplacian, Polynomial):
+                self._kernel_fit = None             # the tiles know only the package's kernels
             op = KernelOperator(X, self._k(), center=True,
                                 device=self.device, progress=bool(self.progress))
             self._diag_scale = float(np.mean(op.diag()))
@@ -553,6 +558,13 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self.rank_ = self._generic_rank(X)
             self._trace = T.trace()
             self._fit_top(T)
+        if isinstance(self._kernel_fit, _OriginShiftedPolynomial):
+            # the fit's kernel is that of the features moved by phi(m); the pre-images'
+            # smoother reads the given kernel's uncentred values: k(x_i, m) and k(m, m)
+            given, m = self._kernel_given(), self._kernel_fit.origin[None, :]
+            self._origin_values = (np.asarray(given(X, m), dtype=np.float64)[:, 0],
+                                   float(np.asarray(given(m, m))[0, 0]))
+            self._diag_scale = float(np.mean(given.diag(X)))
         q, N, r = self.n_components_, self.n_samples_, self.rank_
         lam_q = self._lam_q
         tail = self._tail
@@ -920,11 +932,16 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         return new
 
     # ------------------------------------------------------------ helpers
+    def _kernel_given(self) -> Any:
+        """The kernel as the user gave it (``Linear()`` if None)."""
+        return Linear() if self.kernel is None else self.kernel
+
     def _k(self) -> Any:
         """The kernel of the fitted dual: ``kernel`` (``Linear()`` if None), or for a linear
-        kernel on data far from the origin one with the same centred values, computed from
-        the data's middle (:func:`mvkm.kernels.centring_equivalent`): every value the model
-        reads is centred, so an offset of the data costs no digits."""
+        or polynomial kernel on data far from the origin one with the same centred values,
+        computed from the data's middle (:func:`mvkm.kernels.centring_equivalent`): every
+        value the model reads is centred, so an offset of the data costs no digits; the
+        pre-images' uncentred values are recovered in ``_from_coefficients``."""
         fitted = getattr(self, "_kernel_fit", None)
         if fitted is not None:
             return fitted
@@ -1325,6 +1342,11 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             xbar = X.mean(axis=0)
             return xbar + a @ (X - xbar)
         k = uncenter_kernel_values(kc, a, self._row_means)  # uncentred k(x_i, x_hat)
+        if getattr(self, "_origin_values", None) is not None:
+            # k(x_i, x_hat) = k'(x_i, x_hat) + k(x_i, m) + mean_j k(x_j, m) - k(m, m)
+            #                 + a^T (k(., m) - mean_j k(x_j, m)), k' the fit's kernel
+            km, kmm = self._origin_values
+            k = k + km[None, :] + (km.mean() - kmm + a @ (km - km.mean()))[:, None]
         return self._smooth(k, preimage, tau)
 
     def _smooth(self, k: Array, preimage: str, tau: float | None) -> Array:

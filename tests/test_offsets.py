@@ -215,5 +215,45 @@ def test_polynomial_kernels_far_from_the_origin(degree, c, off):
     w_exact = np.linalg.eigvalsh(Kc)[::-1][:3]
     w, _ = kernel_top_eigh(Xs, kernel, 3)
     np.testing.assert_allclose(w, w_exact, rtol=1e-12)
-    # KernelPPCA reads uncentred values for its pre-images: it keeps the kernel as given
     assert centring_equivalent(kernel, Xs, polynomial=False) is kernel
+    # KernelPPCA fits with the shifted kernel too (it was 1e-5 off at 1e6, 1e-3 at 1e7 and
+    # refused the data at 1e8 as "rank 0"); its transform reads centred test rows
+    model = KernelPPCA(2, kernel=kernel).fit(Xs)
+    np.testing.assert_allclose(model.eigenvalues_[:3], w_exact, rtol=1e-12)
+    E = np.linalg.eigh(Kc)[1][:, ::-1][:, :2]
+    # the scores up to sign: rows @ E / sqrt(lambda) scaled as the model scales them
+    got, ref = model.transform(Ts), rows @ E
+    ratio = got / ref
+    np.testing.assert_allclose(np.abs(ratio), np.abs(ratio[:1]).repeat(len(Ts), 0), rtol=1e-9)
+
+
+def _poly2_features(X, c):
+    """Explicit features of (x'y + c)^2: [c, sqrt(2c) x, x_i x_j (sqrt 2 off the diagonal)]."""
+    i, j = np.triu_indices(X.shape[1])
+    w = np.where(i == j, 1.0, np.sqrt(2.0))
+    return np.hstack([np.full((len(X), 1), c), np.sqrt(2 * c) * X, X[:, i] * X[:, j] * w])
+
+
+@pytest.mark.parametrize("off", [0.0, 30.0, 300.0])
+@pytest.mark.parametrize("preimage", ["plain", "stable"])
+def test_kernel_ppca_polynomial_preimages_far_from_the_origin(off, preimage):
+    # The fit's kernel is that of the features moved by phi(m); the pre-image's smoother
+    # needs the given kernel's uncentred values k(x_i, x_hat), recovered from k(x_i, m)
+    # and k(m, m). Independent: the explicit features of the degree-2 kernel.
+    from mvkm import Polynomial
+    from mvkm.preimage import kernel_smoother, stable_kernel_smoother
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3)) + off
+    model = KernelPPCA(2, kernel=Polynomial(2, c=1.0)).fit(X)
+    H = rng.normal(size=(4, 2))
+    F = _poly2_features(X, 1.0)
+    k_hat = (F.mean(0) + H @ model.A_.T @ (F - F.mean(0))) @ F.T
+    if preimage == "plain":
+        ref = kernel_smoother(k_hat, X)
+    else:
+        tau = 1e-3 * np.mean(np.einsum("ij,ij->i", F, F))
+        ref = stable_kernel_smoother(k_hat, X, tau=tau)
+    got = model.inverse_transform(H, preimage=preimage)
+    # k_hat's entries reach 1e10 at 300 and the weights are their ratios: 1e-10 is ample
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
