@@ -51,7 +51,8 @@ from .covariance import (
 )
 from .features import Identity
 from ._gram import dense_dual_bytes, gib, kernel_triangle, memory_verdict, upper_sum
-from .kernels import Kernel, Linear, _center_test_rows, uncenter_kernel_values
+from .kernels import (Kernel, Linear, Polynomial, _center_test_rows, centring_equivalent,
+                      uncenter_kernel_values)
 from .linalg import (
     _AUTO_DENSE_FRACTION,
     _AUTO_DENSE_MAX_N,
@@ -641,6 +642,7 @@ class MultiViewRKM(BaseEstimator):
         self._feature_means: list[Any] = [None] * V
         self._Phi_c: list[Any] = [None] * V
         self._kernel_means: list[Any] = [None] * V
+        self._origin_values: list[Any] = [None] * V
         for v, (kind, obj) in enumerate(specs):
             if kind == "map" and streamed:
                 self._maps[v] = fit_feature_map(obj, Xs[v])
@@ -826,6 +828,7 @@ class MultiViewRKM(BaseEstimator):
         tris: list[Any] = [None] * V
         for v in range(V):
             if self._kinds[v] == "kernel":
+                self._shift_polynomial(v)
                 tris[v] = gram_of_view(lambda A, k=self._kernels[v]: kernel_triangle(k, A),
                                        self._X_fit[v], f"views[{v}]")
                 self._kernel_means[v] = tris[v].row_means
@@ -909,6 +912,22 @@ class MultiViewRKM(BaseEstimator):
         self._UtU = [H.T @ KvH for KvH in KH]
         self._KH = [KvH if self._kinds[v] == "kernel" else None for v, KvH in enumerate(KH)]
         self._PhiT_H = [P.T @ H if P is not None else None for P in self._Phi_c]
+
+    def _shift_polynomial(self, v: int) -> None:
+        """A polynomial kernel on a view far from the origin: fit with the kernel of the
+        features moved by phi(m) (:func:`mvkm.kernels.centring_equivalent`), whose centred
+        values are the same, computed without cancellation; the pre-images' uncentred
+        values come back from k(x_i, m) and k(m, m) (``_predict``)."""
+        given, X = self._kernels[v], self._X_fit[v]
+        if type(given) is not Polynomial or not isinstance(X, np.ndarray):
+            return
+        shifted = centring_equivalent(given, X)
+        if shifted is given:
+            return
+        m = shifted.origin[None, :]
+        self._kernels[v] = shifted
+        self._origin_values[v] = (np.asarray(given(X, m), dtype=np.float64)[:, 0],
+                                  float(np.asarray(given(m, m))[0, 0]))
 
     def _check_not_round_off(self, ops: list[Any]) -> None:
         r"""A clear error when sum_v K_v,c is zero to round-off (matrix-free route).
@@ -1120,5 +1139,12 @@ class MultiViewRKM(BaseEstimator):
             return kernel_smoother(k_hat, np.asarray(self._X_fit[t]) if X_t is None else X_t)
         k_c = h @ self._KH[t].T                                    # eq. (16): K_t H h
         # phi_hat = mean + Phi_c^T alpha with alpha = H h: uncentre exactly
-        k_hat = uncenter_kernel_values(k_c, h @ self.H_.T, self._kernel_means[t])
+        alpha = h @ self.H_.T
+        k_hat = uncenter_kernel_values(k_c, alpha, self._kernel_means[t])
+        if getattr(self, "_origin_values", [None] * self.n_views_)[t] is not None:
+            # the fit's kernel k' is the given k with the features moved by phi(m):
+            # k(x_i, x_hat) = k'(x_i, x_hat) + k(x_i, m) + mean_j k(x_j, m) - k(m, m)
+            #                 + alpha^T (k(., m) - mean_j k(x_j, m))
+            km, kmm = self._origin_values[t]
+            k_hat = k_hat + km[None, :] + (km.mean() - kmm + alpha @ (km - km.mean()))[:, None]
         return kernel_smoother(k_hat, self._X_fit[t])

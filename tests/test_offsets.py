@@ -257,3 +257,30 @@ def test_kernel_ppca_polynomial_preimages_far_from_the_origin(off, preimage):
     got = model.inverse_transform(H, preimage=preimage)
     # k_hat's entries reach 1e10 at 300 and the weights are their ratios: 1e-10 is ample
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("off", [30.0, 1e4, 1e6])
+def test_rkm_polynomial_view_far_from_the_origin(off):
+    # MultiViewRKM's dual with a polynomial view: eigenvalues were 5e-10 off at 1e4, 2e-6 at
+    # 1e6 and 4e-4 at 1e7; the view is now fitted with the kernel of the features moved by
+    # phi(m). References: the centred Gram of centring_equivalent (checked against exact
+    # integer arithmetic above) and, for the pre-images, the explicit degree-2 features
+    # (near enough to the origin that their uncentred products keep their digits).
+    from mvkm import Polynomial
+    from mvkm.kernels import center_gram, centring_equivalent
+    from mvkm.preimage import kernel_smoother
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(40, 3)) + off, rng.normal(size=(40, 2))
+    model = mvkm.MultiViewRKM(2, kernels=[Polynomial(2, c=1.0), Linear()]).fit([X, Y])
+    F = _poly2_features(X, 1.0) if off < 1e3 else None
+    Kc = center_gram(centring_equivalent(Polynomial(2, c=1.0), X)(X))
+    ref = np.linalg.eigvalsh(Kc + center_gram((Y - Y.mean(0)) @ (Y - Y.mean(0)).T))[::-1][:2]
+    np.testing.assert_allclose(model.eigenvalues_, ref, rtol=1e-12)
+    if F is not None:
+        h = model.transform([None, Y[:5]])
+        a = h @ model.H_.T
+        k_hat = (F.mean(0) + a @ (F - F.mean(0))) @ F.T
+        want = kernel_smoother(k_hat, X)
+        got = model.predict([None, Y[:5]], 0)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
