@@ -333,6 +333,28 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
                 f"{str(self.tile_dtype).replace('torch.', '')}); rescale the data")
         self.grand_mean_ = self._g
         self._kdiag = self.kernel.diag(X)
+        self._warn_far_from_origin()
+
+    def _warn_far_from_origin(self) -> None:
+        """Linear and polynomial tiles are not shift-invariant: on data far from the origin the
+        centred values are small differences of large uncentred ones, and the products keep
+        only the digits of that ratio. The stored routes compute them from the data's middle
+        (:func:`mvkm.kernels.centring_equivalent`); here the loss is said, not hidden."""
+        if type(self.kernel) not in (Linear, Polynomial) or not self.center:
+            return
+        big = float(np.abs(self._kdiag).max())
+        spread = float(np.mean(self._kdiag)) - self._g          # trace(K_c) / n
+        eps = _eps(self.tile_dtype)
+        if big > 0 and not spread > 1e6 * eps * big:
+            ratio = big / max(spread, np.finfo(float).tiny)
+            warnings.warn(
+                f"{self.kernel!r} on data far from the origin: the centred kernel values are "
+                f"{ratio:.2g} times smaller than the uncentred ones they are computed from, so "
+                f"the matrix-free products carry round-off up to {min(1.0, eps * ratio):.1g} of "
+                "them (eigenvalues lose fewer digits, but not none); move the data to the "
+                "origin first (X - X.mean(axis=0) leaves a linear kernel's centred values "
+                "unchanged), or use the stored route (kernel_storage='dense'), which computes "
+                "them from the data's middle", RuntimeWarning, stacklevel=3)
 
     # -- tiles ---------------------------------------------------------------
     # -- the backend (torch, or numpy without it) ---------------------------

@@ -376,3 +376,17 @@ def test_validation_errors(backend):
         op.test_matmat(X, np.ones((49, 2)))
     with pytest.raises(ValueError, match="not finite"):
         KernelOperator(np.full((4, 2), 1e200), Polynomial(3, 1.0))
+
+
+def test_linear_and_polynomial_tiles_far_from_the_origin_say_so():
+    # issue 35, item 2: the stored routes compute the centred values from the data's middle;
+    # the tiles cannot (they are not shift-invariant), and at an offset of 1e6 the eigenvalues
+    # were 1e-8 (linear) and 4e-7 (degree 2) off without a word
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    for kernel in (Linear(), Polynomial(2, c=1.0)):
+        with pytest.warns(RuntimeWarning, match="far from the origin"):
+            KernelOperator(X + 1e6, kernel)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            KernelOperator(X + 1e2, kernel)
+            KernelOperator(X + 1e6, kernel, center=False)
