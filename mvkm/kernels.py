@@ -787,6 +787,43 @@ def _center_test_rows(K_test: NDArray[np.float64],
     return Kc
 
 
+def _origin_kernel_values(kernel: "Kernel", shifted: "Kernel", X: NDArray[np.float64]
+                  ) -> tuple[NDArray[np.float64], float] | None:
+    r"""What :func:`_unshift_kernel_values` needs of a kernel moved by :math:`\phi(m)`.
+
+    ``shifted`` is ``centring_equivalent(kernel, X)``. Returns
+    :math:`(k(x_i, m))_i` and :math:`k(m, m)` when ``shifted`` is the polynomial
+    kernel of the features moved by :math:`\phi(m)`, else ``None``.
+    """
+    if not isinstance(shifted, _OriginShiftedPolynomial):
+        return None
+    m = shifted.origin[None, :]
+    return (np.asarray(kernel(X, m), dtype=np.float64)[:, 0],
+            float(np.asarray(kernel(m, m))[0, 0]))
+
+
+def _unshift_kernel_values(k_shifted: NDArray[np.float64], alpha: NDArray[np.float64],
+                          values: tuple[NDArray[np.float64], float] | None
+                          ) -> NDArray[np.float64]:
+    r"""Uncentred values of the given kernel from those of the kernel moved by :math:`\phi(m)`.
+
+    With :math:`k'(x, y) = k(x, y) - k(x, m) - k(y, m) + k(m, m)` (the features
+    moved by :math:`\phi(m)`) and :math:`\hat\phi = \bar\phi + \Phi_c^\top \alpha`,
+
+    .. math::
+        k(x_i, \hat x) = k'(x_i, \hat x) + k(x_i, m) + \bar k_m - k(m, m)
+        + \alpha^\top (k_m - \bar k_m 1),
+
+    :math:`k_m = (k(x_j, m))_j` and :math:`\bar k_m` its mean (expand
+    :math:`\phi_i^\top \hat\phi` with :math:`\phi = \phi' + \phi(m)`). ``values``:
+    :func:`_origin_kernel_values` (``None``: nothing to add).
+    """
+    if values is None:
+        return k_shifted
+    km, kmm = values
+    return k_shifted + km[None, :] + (km.mean() - kmm + alpha @ (km - km.mean()))[:, None]
+
+
 def uncenter_kernel_values(Kc_alpha: ArrayLike, alpha: ArrayLike,
                            train_means: ArrayLike) -> NDArray[np.float64]:
     r"""Uncentred kernel values of points given by dual coefficients.

@@ -102,7 +102,7 @@ from ._gram import (
     memory_verdict,
 )
 from .kernels import (RBF, Kernel, Laplacian, Linear, Polynomial, _center_test_rows,
-                      _OriginShiftedPolynomial, center_gram,
+                      _origin_kernel_values, _unshift_kernel_values, center_gram,
                       centring_equivalent, uncenter_kernel_values)
 from .linalg import flip_signs, sign_convention, top_eigh
 from .preimage import kernel_smoother, stable_kernel_smoother
@@ -558,13 +558,13 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self.rank_ = self._generic_rank(X)
             self._trace = T.trace()
             self._fit_top(T)
-        if isinstance(self._kernel_fit, _OriginShiftedPolynomial):
-            # the fit's kernel is that of the features moved by phi(m); the pre-images'
+        if self._kernel_fit is not None:
+            # the fit's kernel may be that of the features moved by phi(m); the pre-images'
             # smoother reads the given kernel's uncentred values: k(x_i, m) and k(m, m)
-            given, m = self._kernel_given(), self._kernel_fit.origin[None, :]
-            self._origin_values = (np.asarray(given(X, m), dtype=np.float64)[:, 0],
-                                   float(np.asarray(given(m, m))[0, 0]))
-            self._diag_scale = float(np.mean(given.diag(X)))
+            self._origin_values = _origin_kernel_values(self._kernel_given(),
+                                                        self._kernel_fit, X)
+            if self._origin_values is not None:
+                self._diag_scale = float(np.mean(self._kernel_given().diag(X)))
         q, N, r = self.n_components_, self.n_samples_, self.rank_
         lam_q = self._lam_q
         tail = self._tail
@@ -1342,11 +1342,7 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             xbar = X.mean(axis=0)
             return xbar + a @ (X - xbar)
         k = uncenter_kernel_values(kc, a, self._row_means)  # uncentred k(x_i, x_hat)
-        if getattr(self, "_origin_values", None) is not None:
-            # k(x_i, x_hat) = k'(x_i, x_hat) + k(x_i, m) + mean_j k(x_j, m) - k(m, m)
-            #                 + a^T (k(., m) - mean_j k(x_j, m)), k' the fit's kernel
-            km, kmm = self._origin_values
-            k = k + km[None, :] + (km.mean() - kmm + a @ (km - km.mean()))[:, None]
+        k = _unshift_kernel_values(k, a, getattr(self, "_origin_values", None))
         return self._smooth(k, preimage, tau)
 
     def _smooth(self, k: Array, preimage: str, tau: float | None) -> Array:

@@ -51,8 +51,8 @@ from .covariance import (
 )
 from .features import Identity
 from ._gram import dense_dual_bytes, gib, kernel_triangle, memory_verdict, upper_sum
-from .kernels import (Kernel, Linear, Polynomial, _center_test_rows, centring_equivalent,
-                      uncenter_kernel_values)
+from .kernels import (Kernel, Linear, Polynomial, _center_test_rows, _origin_kernel_values,
+                      _unshift_kernel_values, centring_equivalent, uncenter_kernel_values)
 from .linalg import (
     _AUTO_DENSE_FRACTION,
     _AUTO_DENSE_MAX_N,
@@ -922,12 +922,8 @@ class MultiViewRKM(BaseEstimator):
         if type(given) is not Polynomial or not isinstance(X, np.ndarray):
             return
         shifted = centring_equivalent(given, X)
-        if shifted is given:
-            return
-        m = shifted.origin[None, :]
         self._kernels[v] = shifted
-        self._origin_values[v] = (np.asarray(given(X, m), dtype=np.float64)[:, 0],
-                                  float(np.asarray(given(m, m))[0, 0]))
+        self._origin_values[v] = _origin_kernel_values(given, shifted, X)
 
     def _check_not_round_off(self, ops: list[Any]) -> None:
         r"""A clear error when sum_v K_v,c is zero to round-off (matrix-free route).
@@ -1141,10 +1137,7 @@ class MultiViewRKM(BaseEstimator):
         # phi_hat = mean + Phi_c^T alpha with alpha = H h: uncentre exactly
         alpha = h @ self.H_.T
         k_hat = uncenter_kernel_values(k_c, alpha, self._kernel_means[t])
-        if getattr(self, "_origin_values", [None] * self.n_views_)[t] is not None:
-            # the fit's kernel k' is the given k with the features moved by phi(m):
-            # k(x_i, x_hat) = k'(x_i, x_hat) + k(x_i, m) + mean_j k(x_j, m) - k(m, m)
-            #                 + alpha^T (k(., m) - mean_j k(x_j, m))
-            km, kmm = self._origin_values[t]
-            k_hat = k_hat + km[None, :] + (km.mean() - kmm + alpha @ (km - km.mean()))[:, None]
+        # the fit's kernel may be the given one with the features moved by phi(m)
+        k_hat = _unshift_kernel_values(k_hat, alpha,
+                                       (getattr(self, "_origin_values", None) or [None] * (t + 1))[t])
         return kernel_smoother(k_hat, self._X_fit[t])
