@@ -694,6 +694,14 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
 # the eigensolver
 # ---------------------------------------------------------------------------
 
+def _pinv_sqrt(W: Any, eigh: Callable[[Any], Any]) -> Any:
+    """:math:`W^{+1/2}` on the numerical range of a landmark block ``W`` (m x r): the
+    eigenvectors of eigenvalues above ``m eps max(w)``, each divided by its root."""
+    w, U = eigh(0.5 * (W + W.T))
+    keep = w > max(float(w.max()), np.finfo(float).tiny) * W.shape[0] * np.finfo(float).eps
+    return U[:, keep] / (w[keep] ** 0.5)
+
+
 def _nystrom_start(op: KernelOperator, b: int, m: int,
                    rng: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Top-``b`` eigenvectors of the centred Nystrom approximation of ``op`` (m landmarks).
@@ -717,10 +725,7 @@ def _nystrom_start(op: KernelOperator, b: int, m: int,
     else:           # numpy: its BLAS held to one thread (as run_parallel does)
         eigh = np.linalg.eigh
     with _controller().limit(limits=1, user_api="blas"):
-        W = op._block(idx, idx, diagonal=True)
-        w, U = eigh(0.5 * (W + W.T))
-        keep = w > max(float(w.max()), np.finfo(float).tiny) * m * np.finfo(float).eps
-        Wih = U[:, keep] / (w[keep] ** 0.5)  # W^{+1/2} on its numerical range, m x r
+        Wih = _pinv_sqrt(op._block(idx, idx, diagonal=True), eigh)   # m x r
         T = op.tile_size
         G, c = op._zeros(m, m), op._zeros(m)
         for i0 in range(0, n, T):
@@ -763,7 +768,8 @@ def _sum_top_eigh(ops: Sequence[KernelOperator], features: Sequence[NDArray[np.f
     A random start (``top_eigh(method="subspace")`` on the summed operator) took
     several times as many products as one view's Nystrom-started solve, each
     product recomputing every view's tiles: at n = 30,000 with two RBF views it
-    did not finish in 600 s (``benchmarks/bench_matfree.py --views 2``).
+    did not finish in 600 s; from this start it took 16 kernel passes and 328 s
+    (``benchmarks/bench_views.py``).
     """
     if not ops:
         raise ValueError("_sum_top_eigh needs at least one kernel view (ops)")
@@ -782,9 +788,7 @@ def _sum_top_eigh(ops: Sequence[KernelOperator], features: Sequence[NDArray[np.f
             idx = np.sort(rng.choice(n, size=m, replace=False))
             sel = idx if op._torch is None else op._torch.as_tensor(idx, device=op.device)
             W = op._numpy(op._block(sel, sel, diagonal=True))
-            w, U = np.linalg.eigh(0.5 * (W + W.T))
-            keep = w > max(float(w.max()), np.finfo(float).tiny) * m * np.finfo(float).eps
-            factors.append((sel, U[:, keep] / np.sqrt(w[keep])))
+            factors.append((sel, _pinv_sqrt(W, np.linalg.eigh)))
         T = ops[0].tile_size
 
         def chunk(i0: int, i1: int) -> NDArray[np.float64]:
