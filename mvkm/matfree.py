@@ -54,7 +54,7 @@ from ._validation import (
 )
 from ._validation import check_bool, data_then_kernel, describe
 from .covariance import progress_bar
-from .kernels import RBF, Kernel, Laplacian, Linear, Polynomial
+from .kernels import RBF, Kernel, Laplacian, Linear, Polynomial, _OriginShiftedLinear
 from .linalg import (
     _MIN_OVERSAMPLING,
     ConvergenceWarning,
@@ -112,7 +112,9 @@ _STAGNATION_FACTOR = 100.0
 #: Nystrom warm start: m = min(n, max(_NYSTROM_PER_COMPONENT * s, _NYSTROM_MIN)) landmarks.
 _NYSTROM_PER_COMPONENT = 20
 _NYSTROM_MIN = 500
-_SUPPORTED = (Linear, RBF, Laplacian, Polynomial)
+#: the kernels whose tiles the operator computes (a linear kernel moved to the data's middle,
+#: as the estimators' centring_equivalent gives it, included)
+_SUPPORTED = (Linear, _OriginShiftedLinear, RBF, Laplacian, Polynomial)
 #: Cap the Chebyshev degree by the reduction the residuals still need (see _filter).
 _ADAPTIVE_DEGREE = True
 #: Spread tile rows over Python threads (torch single-threaded in each) on the CPU.
@@ -410,6 +412,8 @@ class KernelOperator(scipy.sparse.linalg.LinearOperator):
         elif isinstance(k, Polynomial):  # x_i.x_j + c
             A = np.hstack([Y, np.full((len(Y), 1), k.c)])
             B = np.hstack([Y, np.ones((len(Y), 1))])
+        elif isinstance(k, _OriginShiftedLinear):  # (x - c).(y - c): no cancellation near c
+            A = B = Y - k.origin
         else:
             A = B = Y
         if not (np.all(np.isfinite(A)) and np.all(np.isfinite(B))):

@@ -101,7 +101,7 @@ from ._gram import (
     kernel_triangle,
     memory_verdict,
 )
-from .kernels import (RBF, Kernel, Laplacian, Linear, Polynomial, _center_test_rows,
+from .kernels import (Kernel, Linear, Polynomial, _center_test_rows,
                       _origin_kernel_values, _unshift_kernel_values, center_gram,
                       centring_equivalent, uncenter_kernel_values)
 from .linalg import flip_signs, sign_convention, top_eigh
@@ -529,10 +529,10 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
             self._trace = float(lam[:r].sum())
             self._fit_top(None)
         elif self._matrix_free(N):
-            from .matfree import KernelOperator
+            from .matfree import _SUPPORTED, KernelOperator
 
-            if type(self._k()) not in (Linear, RBF, Laplacian, Polynomial):
-                self._kernel_fit = None             # the tiles know only the package's kernels
+            if type(self._k()) not in _SUPPORTED:
+                self._kernel_fit = None             # a kernel whose tiles the operator lacks
             op = KernelOperator(X, self._k(), center=True,
                                 device=self.device, progress=bool(self.progress))
             self._diag_scale = float(np.mean(op.diag()))
@@ -684,7 +684,9 @@ class KernelPPCA(TransformerMixin, BaseEstimator):
         if self.feature_map_ is not None:
             F = _checked_features(self.feature_map_, X)
         elif self.kernel is None or isinstance(self.kernel, Linear):
-            F = X
+            # moved to the data's middle where the fit's kernel is (centring_equivalent):
+            # the round-off of the uncentred norms would hide a far-away data's rank
+            F = X - getattr(self._k(), "origin", 0.0)
         elif isinstance(self.kernel, Polynomial):
             p = self.kernel.degree
             r = min(r, comb(d + p, p) if self.kernel.c > 0 else comb(d + p - 1, p))

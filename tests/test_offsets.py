@@ -284,3 +284,18 @@ def test_rkm_polynomial_view_far_from_the_origin(off):
         want = kernel_smoother(k_hat, X)
         got = model.predict([None, Y[:5]], 0)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+
+
+def test_kernel_ppca_matrix_free_linear_far_from_the_origin():
+    # Above DENSE_MAX_N the matrix-free route took the linear kernel moved to the data's
+    # middle into KernelOperator, which refused it (TypeError), and the rank count read the
+    # uncentred norms ("rank 0" at 1e8). The tiles now compute (x - m).(y - m). Reference:
+    # the data as stored (X + 1e8 rounded), moved back exactly and centred; the products'
+    # round-off is eps times the centred scale, the solver's tol 1e-10: 1e-8 is ample.
+    rng = np.random.default_rng(0)
+    Xo = rng.normal(size=(2100, 3)) + 1e8
+    Xe = Xo - 1e8
+    Xe -= Xe.mean(0)
+    ref = np.linalg.eigvalsh(Xe.T @ Xe)[::-1]
+    model = KernelPPCA(2, kernel_storage="none").fit(Xo)
+    np.testing.assert_allclose(model.eigenvalues_[:2], ref[:2], rtol=1e-8)
